@@ -1,0 +1,146 @@
+//! The user's choices for one instrumentation: which global ranks print, which layers get
+//! per-stage detail, and where step snapshots go; parsed from the command line and rendered as the
+//! Python literals the templates need.
+
+use crate::error::{Error, Result};
+
+/// What `add` was asked for, after validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    /// Global ranks that print, sorted and unique (the skill's `RANKS`).
+    pub ranks: Vec<u32>,
+    /// Layer indices with per-stage detail, sorted and unique (the skill's `DETAIL_LAYERS`).
+    pub detail_layers: Vec<u32>,
+    /// Folder the memory snapshots are written to.
+    pub snapshot_dir: String,
+}
+
+impl Params {
+    /// `{3, 14}`: the Python set literal of the ranks.
+    pub fn ranks_literal(&self) -> String {
+        format!("{{{}}}", join(&self.ranks))
+    }
+
+    /// `(5, 6)` or `(5,)`: the Python tuple literal of the detail layers.
+    pub fn layers_literal(&self) -> String {
+        match self.detail_layers.as_slice() {
+            [one] => format!("({one},)"),
+            many => format!("({})", join(many)),
+        }
+    }
+}
+
+fn join(values: &[u32]) -> String {
+    values
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Parses `3,14` (spaces allowed) into sorted unique non-negative integers.
+pub fn parse_index_list(what: &'static str, input: &str) -> Result<Vec<u32>> {
+    let invalid = |reason: String| Error::InvalidArgument {
+        what,
+        input: input.to_string(),
+        reason,
+    };
+    let mut values = Vec::new();
+    for part in input.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(invalid(
+                "expected comma-separated non-negative integers, e.g. 3,14".into(),
+            ));
+        }
+        let value = part
+            .parse::<u32>()
+            .map_err(|_| invalid(format!("`{part}` is not a non-negative integer")))?;
+        values.push(value);
+    }
+    values.sort_unstable();
+    values.dedup();
+    Ok(values)
+}
+
+/// Parses the contents of a Python set or tuple literal of integers (`{3, 14}` or `(5,)`).
+pub fn parse_python_int_collection(literal: &str) -> Option<Vec<u32>> {
+    let inner = literal
+        .trim()
+        .strip_prefix(['{', '('])?
+        .strip_suffix(['}', ')'])?;
+    let mut values = Vec::new();
+    for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        values.push(part.parse().ok()?);
+    }
+    Some(values)
+}
+
+/// Checks that a snapshot folder can sit inside a Python f-string unescaped.
+pub fn validate_snapshot_dir(dir: &str) -> Result<String> {
+    let bad = dir
+        .chars()
+        .find(|c| matches!(c, '"' | '\\' | '{' | '}' | '\n' | '\r'));
+    if let Some(c) = bad {
+        return Err(Error::InvalidArgument {
+            what: "--snapshot-dir",
+            input: dir.to_string(),
+            reason: format!("the character {c:?} cannot go into the generated f-string"),
+        });
+    }
+    if dir.is_empty() {
+        return Err(Error::InvalidArgument {
+            what: "--snapshot-dir",
+            input: String::new(),
+            reason: "empty path".into(),
+        });
+    }
+    let trimmed = dir.trim_end_matches('/');
+    Ok(if trimmed.is_empty() {
+        "/".to_string()
+    } else {
+        trimmed.to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_lists_are_sorted_and_deduplicated() {
+        assert_eq!(parse_index_list("--ranks", "14, 3,3").unwrap(), vec![3, 14]);
+    }
+
+    #[test]
+    fn garbage_in_an_index_list_is_an_error_naming_the_part() {
+        let err = parse_index_list("--ranks", "3,x").unwrap_err().to_string();
+        assert!(err.contains("`x` is not a non-negative integer"), "{err}");
+        assert!(parse_index_list("--ranks", "-1").is_err());
+        assert!(parse_index_list("--ranks", "").is_err());
+        assert!(parse_index_list("--ranks", "1,,2").is_err());
+    }
+
+    #[test]
+    fn literals_render_as_python() {
+        let params = Params {
+            ranks: vec![3, 14],
+            detail_layers: vec![5],
+            snapshot_dir: "/tmp".into(),
+        };
+        assert_eq!(params.ranks_literal(), "{3, 14}");
+        assert_eq!(params.layers_literal(), "(5,)");
+        assert_eq!(parse_python_int_collection("{3, 14}"), Some(vec![3, 14]));
+        assert_eq!(parse_python_int_collection("(5,)"), Some(vec![5]));
+    }
+
+    #[test]
+    fn snapshot_dirs_that_would_break_the_fstring_are_refused() {
+        assert!(validate_snapshot_dir("/tmp/{x}").is_err());
+        assert_eq!(
+            validate_snapshot_dir("/scratch/snaps/").unwrap(),
+            "/scratch/snaps"
+        );
+        assert_eq!(validate_snapshot_dir("/").unwrap(), "/");
+    }
+}

@@ -1,0 +1,134 @@
+//! The target: a PithTrain checkout. Knows where its root is, which six files the skill edits,
+//! which models it has, and whether it is new enough (the 5-stage layer API) to instrument.
+
+pub mod models;
+
+use std::path::{Path, PathBuf};
+
+use crate::edit::format::FormatSettings;
+use crate::error::{Error, Result};
+use crate::python::{PySource, find};
+
+/// `pithtrain/dualpipe/execution.py`: groups 1B and 5A.
+pub const EXECUTION: &str = "pithtrain/dualpipe/execution.py";
+/// `pithtrain/dualpipe/dualpipev.py`: groups 1A and 4.
+pub const DUALPIPEV: &str = "pithtrain/dualpipe/dualpipev.py";
+/// `pithtrain/modules/distributed.py`: group 2.
+pub const DISTRIBUTED: &str = "pithtrain/modules/distributed.py";
+/// `pithtrain/modules/training.py`: groups 1C and 3.
+pub const TRAINING: &str = "pithtrain/modules/training.py";
+/// `pithtrain/tasks/pretrain_lm.py`: groups 6 and 7.
+pub const PRETRAIN_LM: &str = "pithtrain/tasks/pretrain_lm.py";
+/// The folder of model files.
+pub const MODELS_DIR: &str = "pithtrain/models";
+
+/// Files in `pithtrain/models/` that are not models.
+const NOT_MODELS: &[&str] = &["__init__", "interface"];
+
+/// A PithTrain checkout and its formatter settings.
+pub struct Repo {
+    pub root: PathBuf,
+    pub settings: FormatSettings,
+}
+
+impl Repo {
+    /// Opens `dir` when given, else the current folder or its nearest parent whose
+    /// `pyproject.toml` names the project `pithtrain`.
+    pub fn locate(dir: Option<&Path>) -> Result<Repo> {
+        let root = match dir {
+            Some(dir) => {
+                if !dir.join("pithtrain").is_dir() {
+                    return Err(Error::RepoNotFound {
+                        start: dir.to_path_buf(),
+                    });
+                }
+                dir.to_path_buf()
+            }
+            None => {
+                let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+                cwd.ancestors()
+                    .find(|dir| names_pithtrain(&dir.join("pyproject.toml")))
+                    .map(Path::to_path_buf)
+                    .ok_or(Error::RepoNotFound { start: cwd.clone() })?
+            }
+        };
+        let pyproject = root.join("pyproject.toml");
+        let settings = if pyproject.is_file() {
+            FormatSettings::from_pyproject(&pyproject)?
+        } else {
+            FormatSettings::default()
+        };
+        Ok(Repo { root, settings })
+    }
+
+    /// Reads and parses `rel` (a path relative to the root).
+    pub fn read(&self, rel: &str) -> Result<PySource> {
+        let path = self.root.join(rel);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        PySource::parse(rel, text)
+    }
+
+    /// Model names in the tree, as users type them (`qwen3-moe` for `qwen3_moe.py`), sorted.
+    pub fn models(&self) -> Vec<String> {
+        let dir = self.root.join(MODELS_DIR);
+        let mut models: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let stem = name.strip_suffix(".py")?;
+                (!NOT_MODELS.contains(&stem)).then(|| stem.replace('_', "-"))
+            })
+            .collect();
+        models.sort();
+        models
+    }
+
+    /// `pithtrain/models/<model with - as _>.py`, or an error listing the models there are.
+    pub fn model_file(&self, model: &str) -> Result<String> {
+        let rel = format!("{MODELS_DIR}/{}.py", model.replace('-', "_"));
+        if self.root.join(&rel).is_file() && !NOT_MODELS.contains(&model.replace('-', "_").as_str())
+        {
+            return Ok(rel);
+        }
+        let available = self.models();
+        Err(Error::UnknownModel {
+            model: model.to_string(),
+            file: rel,
+            available: if available.is_empty() {
+                "none".into()
+            } else {
+                available.join(", ")
+            },
+        })
+    }
+
+    /// Refuses trees older than the 5-stage layer API, whose anchors the skill does not fit.
+    pub fn check_version(&self, execution: &PySource) -> Result<()> {
+        if find::function(&execution.module.body, "layer_forward").is_some() {
+            return Ok(());
+        }
+        Err(Error::Unsupported {
+            file: execution.rel.clone(),
+            reason: "this PithTrain predates the 5-stage layer API: there is no `layer_forward` \
+                     (models use forward_attn / forward_mlp / forward_aggregate).\n\
+                     memprints instruments PithTrain from the \"Engine and model-layer refactor\" \
+                     (commit f53f32d, 2026-07-14) on; update the checkout. Nothing was changed."
+                .into(),
+        })
+    }
+}
+
+fn names_pithtrain(pyproject: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(pyproject) else {
+        return false;
+    };
+    let Ok(doc) = text.parse::<toml::Table>() else {
+        return false;
+    };
+    doc.get("project")
+        .and_then(|p| p.get("name"))
+        .and_then(toml::Value::as_str)
+        == Some("pithtrain")
+}

@@ -1,0 +1,123 @@
+//! Python source files as memprints sees them: the text, its parsed module (Ruff's parser), and
+//! the line arithmetic every edit needs. Offsets are byte offsets into the text.
+
+pub mod find;
+
+use ruff_python_ast::ModModule;
+use ruff_text_size::Ranged;
+
+use crate::error::{Error, Result};
+
+/// One parsed Python file.
+pub struct PySource {
+    /// Path relative to the repository root, with `/` separators (used in messages).
+    pub rel: String,
+    /// The file's text, exactly as read.
+    pub text: String,
+    /// The parsed module.
+    pub module: ModModule,
+}
+
+impl PySource {
+    /// Parses `text`; a syntax error becomes [`Error::Parse`] naming `rel` and the line.
+    pub fn parse(rel: impl Into<String>, text: String) -> Result<Self> {
+        let rel = rel.into();
+        match ruff_python_parser::parse_module(&text) {
+            Ok(parsed) => Ok(PySource {
+                rel,
+                module: parsed.into_syntax(),
+                text,
+            }),
+            Err(err) => {
+                let line = line_number(&text, err.location.start().to_usize());
+                Err(Error::Parse {
+                    file: rel,
+                    message: format!("line {line}: {}", err.error),
+                })
+            }
+        }
+    }
+
+    /// The source text of a node.
+    pub fn slice(&self, node: &impl Ranged) -> &str {
+        &self.text[node.range().start().to_usize()..node.range().end().to_usize()]
+    }
+
+    /// Offset of the first byte of the line holding `offset`.
+    pub fn line_start(&self, offset: usize) -> usize {
+        self.text[..offset].rfind('\n').map_or(0, |i| i + 1)
+    }
+
+    /// Offset just past the newline that ends the line holding `offset` (or the end of text).
+    pub fn line_end(&self, offset: usize) -> usize {
+        self.text[offset..]
+            .find('\n')
+            .map_or(self.text.len(), |i| offset + i + 1)
+    }
+
+    /// The leading whitespace of the line holding `offset`.
+    pub fn indent_at(&self, offset: usize) -> &str {
+        let start = self.line_start(offset);
+        let line = &self.text[start..self.line_end(offset)];
+        &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
+    }
+
+    /// Start of the first line and end (past the newline) of the last line of `node`.
+    pub fn full_lines(&self, node: &impl Ranged) -> (usize, usize) {
+        let range = node.range();
+        let end = range.end().to_usize();
+        (
+            self.line_start(range.start().to_usize()),
+            self.line_end(end.saturating_sub(1).max(range.start().to_usize())),
+        )
+    }
+
+    /// 1-based line number of `offset`.
+    pub fn line_number(&self, offset: usize) -> usize {
+        line_number(&self.text, offset)
+    }
+
+    /// The file's newline: `\r\n` when its first line ends so, else `\n`.
+    pub fn newline(&self) -> &'static str {
+        match self.text.find('\n') {
+            Some(i) if i > 0 && self.text.as_bytes()[i - 1] == b'\r' => "\r\n",
+            _ => "\n",
+        }
+    }
+
+    /// True when `offset` lies in a region Ruff's formatter leaves alone: after a top-level
+    /// `# fmt: off` line that no `# fmt: on` line closes.
+    pub fn in_fmt_off(&self, offset: usize) -> bool {
+        let mut off = false;
+        for line in self.text[..self.line_start(offset)].lines() {
+            match line.trim_end() {
+                "# fmt: off" => off = true,
+                "# fmt: on" => off = false,
+                _ => {}
+            }
+        }
+        off
+    }
+
+    /// Numbered source lines around `offset`, for error messages.
+    pub fn context(&self, offset: usize, before: usize, after: usize) -> String {
+        let line = self.line_number(offset);
+        let first = line.saturating_sub(before).max(1);
+        self.text
+            .lines()
+            .enumerate()
+            .skip(first - 1)
+            .take(before + after + 1)
+            .map(|(i, text)| format!("{:>6} | {}", i + 1, text))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+fn line_number(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}

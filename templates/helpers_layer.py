@@ -1,0 +1,67 @@
+# Group 1B: per-layer helpers for pithtrain/dualpipe/execution.py.
+# Placeholders: RANKS (a set literal of global ranks).
+
+# block: module_helpers
+# -- Per-layer activation profiling --
+_layer_mem_profile = False
+_layer_mem_ranks = RANKS
+
+
+class _SavedTensorsProfiler:
+    """Context manager that logs tensors saved by autograd, distinguishing weights from activations."""
+
+    def __init__(self, layer_idx: int, stage_name: str, weight_data_ptrs: set):
+        self._layer_idx = layer_idx
+        self._stage_name = stage_name
+        self._weight_data_ptrs = weight_data_ptrs
+        self._log: list[str] = []
+        self._act_bytes = 0
+        self._wt_bytes = 0
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        nbytes = t.nelement() * t.element_size()
+        is_wt = t.data_ptr() in self._weight_data_ptrs
+        tag = "weight" if is_wt else "activ"
+        self._log.append(
+            f"    saved ({tag}): {tuple(t.shape)} {t.dtype} ({nbytes / 1024**2:.1f} MB)"
+        )
+        if is_wt:
+            self._wt_bytes += nbytes
+        else:
+            self._act_bytes += nbytes
+        return t
+
+    def __enter__(self):
+        self._ctx = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *args):
+        self._ctx.__exit__(*args)
+
+    def print_summary(self):
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        if rank not in _layer_mem_ranks:
+            return
+        hdr = f"layer{self._layer_idx} {self._stage_name} saved tensors"
+        print(f"[rank={rank}] {hdr}:", flush=True)
+        for line in self._log:
+            print(f"[rank={rank}] {line}", flush=True)
+        print(
+            f"[rank={rank}]   activ={self._act_bytes / 1024**2:.1f} MB, "
+            f"weight={self._wt_bytes / 1024**2:.1f} MB, "
+            f"total={len(self._log)} tensors",
+            flush=True,
+        )
+
+
+def _lmem(label: str) -> None:
+    """Print memory at a layer-internal checkpoint."""
+    if not _layer_mem_profile:
+        return
+    rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    if rank not in _layer_mem_ranks:
+        return
+    torch.cuda.synchronize()
+    alloc = torch.cuda.memory_allocated() / 1024**3
+    print(f"[rank={rank}]   {label}: alloc={alloc:.2f}", flush=True)
