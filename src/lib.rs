@@ -10,10 +10,16 @@ pub mod diff;
 pub mod edit;
 pub mod error;
 pub mod instrument;
+pub mod ops;
 pub mod params;
 pub mod pithtrain;
 pub mod python;
 pub mod remove;
+pub mod render;
+pub mod report;
+pub mod ruff;
+pub mod status;
 pub mod template;
+pub mod write;
 
 pub use error::{Error, Result};

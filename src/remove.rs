@@ -503,12 +503,12 @@ impl Stripper<'_> {
             let trimmed = text.trim();
             if COMMENTS.contains(&trimmed) {
                 self.state[line] = Line::Delete;
-            } else if trimmed == MOVED_SET_DEVICE {
-                if let Some(moved) = &self.moved_set_device {
-                    let indent = &text[..text.len() - text.trim_start().len()];
-                    self.state[line] =
-                        Line::Replace(format!("{}\n", crate::template::indent(moved, indent)));
-                }
+            } else if trimmed == MOVED_SET_DEVICE
+                && let Some(moved) = &self.moved_set_device
+            {
+                let indent = &text[..text.len() - text.trim_start().len()];
+                self.state[line] =
+                    Line::Replace(format!("{}\n", crate::template::indent(moved, indent)));
             }
         }
     }

@@ -102,14 +102,12 @@ fn dtensor_import_position(body: &[Stmt]) -> Option<(&Stmt, bool)> {
                     last_torch = Some(stmt);
                 }
             }
-            Stmt::Import(import) => {
-                if import
-                    .names
-                    .iter()
-                    .any(|a| a.name.as_str() == "torch" || a.name.as_str().starts_with("torch."))
-                {
-                    last_torch = Some(stmt);
-                }
+            Stmt::Import(import)
+                if import.names.iter().any(|a| {
+                    a.name.as_str() == "torch" || a.name.as_str().starts_with("torch.")
+                }) =>
+            {
+                last_torch = Some(stmt);
             }
             _ => {}
         }

@@ -69,7 +69,7 @@ pub struct Plan {
 }
 
 /// The six files in the skill's execution order, with the groups that edit each.
-fn targets(model_rel: &str) -> [(&str, &'static str); 6] {
+pub fn targets(model_rel: &str) -> [(&str, &'static str); 6] {
     [
         (pithtrain::EXECUTION, "execution"),
         (pithtrain::DUALPIPEV, "dualpipev"),

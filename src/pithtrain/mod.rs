@@ -2,6 +2,8 @@
 //! which models it has, and whether it is new enough (the 5-stage layer API) to instrument.
 
 pub mod models;
+pub mod moe_rule;
+pub mod placement;
 
 use std::path::{Path, PathBuf};
 

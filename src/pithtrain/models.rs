@@ -71,15 +71,22 @@ impl<'a> ModelLayout<'a> {
         find::method(self.model, name).expect("checked by ModelLayout::find")
     }
 
-    /// The classes the decoder may assign to `self.mlp` (MoE and, for dense layers, MLP).
-    pub fn mlp_classes(&self, src: &'a PySource) -> Vec<&'a StmtClassDef> {
-        let Some(init) = find::method(self.decoder, "__init__") else {
-            return Vec::new();
-        };
+    /// The name of the MoE class: the class assigned to `self.mlp` whose `__init__` creates
+    /// the experts.
+    pub fn experts_owner(&self, src: &'a PySource) -> Option<String> {
+        let init = find::method(self.decoder, "__init__")?;
         mlp_class_names(init)
             .into_iter()
-            .filter_map(|name| find::class(&src.module.body, name))
-            .collect()
+            .find(|name| {
+                find::class(&src.module.body, name)
+                    .and_then(|class| find::method(class, "__init__"))
+                    .is_some_and(|mlp_init| {
+                        let mut experts = Vec::new();
+                        collect_assigned_calls(&mlp_init.body, "self.experts", &mut experts);
+                        !experts.is_empty()
+                    })
+            })
+            .map(str::to_string)
     }
 }
 

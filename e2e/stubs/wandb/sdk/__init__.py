@@ -1,0 +1,1 @@
+"""Import stand-in for `wandb.sdk` (e2e harness only)."""

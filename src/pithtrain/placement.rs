@@ -1,0 +1,240 @@
+//! Where each layer runs, and which detail layers will actually print: PithTrain's own
+//! `layer_partition` spreads layers over `2 * pp` stages; pipeline rank `r` runs stage `r` as
+//! model chunk phase 0 and stage `2*pp-1-r` as phase 1 (the V shape). The device mesh is
+//! (pp, dp, cp, ep), row-major, so pipeline rank `r` holds global ranks
+//! `r*dp*cp*ep .. (r+1)*dp*cp*ep`.
+//!
+//! Per-layer detail prints only from the chunks the pipeline profiles: Step 1's `i == 1`
+//! (phase 0), which exists only when `pp_rank < pp - 1`, and Step 2's `i == 0` (phase 1).
+
+use crate::error::{Error, Result};
+
+/// Parallel sizes of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parallel {
+    pub pp: u32,
+    pub ep: u32,
+    pub cp: u32,
+    pub world: u32,
+}
+
+impl Parallel {
+    /// Checks the sizes and derives `dp = world / (pp * cp * ep)`.
+    pub fn dp(&self) -> Result<u32> {
+        let divisor = self.pp * self.cp * self.ep;
+        if self.pp == 0
+            || self.ep == 0
+            || self.cp == 0
+            || divisor == 0
+            || !self.world.is_multiple_of(divisor)
+        {
+            return Err(Error::InvalidArgument {
+                what: "parallel sizes",
+                input: format!(
+                    "pp={} ep={} cp={} world={}",
+                    self.pp, self.ep, self.cp, self.world
+                ),
+                reason: "world must be a positive multiple of pp * cp * ep".into(),
+            });
+        }
+        Ok(self.world / divisor)
+    }
+
+    /// Reads `pipeline_parallel_size`, `expert_parallel_size` and `context_parallel_size` from a
+    /// PithTrain launch script (`examples/pretrain_lm/<variant>/script.py`); `world` defaults to
+    /// `pp * cp * ep` (one data-parallel replica).
+    pub fn from_script(text: &str, world: Option<u32>) -> Self {
+        let read = |name: &str| {
+            regex::Regex::new(&format!(r"{name}\s*=\s*(\d+)"))
+                .expect("valid regex")
+                .captures(text)
+                .and_then(|c| c[1].parse().ok())
+                .unwrap_or(1)
+        };
+        let (pp, ep, cp) = (
+            read("pipeline_parallel_size"),
+            read("expert_parallel_size"),
+            read("context_parallel_size"),
+        );
+        Parallel {
+            pp,
+            ep,
+            cp,
+            world: world.unwrap_or(pp * ep * cp),
+        }
+    }
+}
+
+/// PithTrain's `layer_partition(num_layers, stage_count, stage_index)`: a contiguous block per
+/// stage, as even as possible, with the two edge stages kept lighter.
+pub fn layer_partition(
+    num_layers: u32,
+    stage_count: u32,
+    stage_index: u32,
+) -> std::ops::Range<u32> {
+    let (base, remainder) = (num_layers / stage_count, num_layers % stage_count);
+    let mut layers = vec![base; stage_count as usize];
+    for _ in 0..remainder {
+        let min = *layers.iter().min().expect("stage_count > 0");
+        let inner = (1..stage_count.saturating_sub(1) as usize).find(|&i| layers[i] == min);
+        let best =
+            inner.unwrap_or_else(|| layers.iter().position(|&l| l == min).expect("min exists"));
+        layers[best] += 1;
+    }
+    let begin: u32 = layers[..stage_index as usize].iter().sum();
+    begin..begin + layers[stage_index as usize]
+}
+
+/// One model chunk on one pipeline rank.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Chunk {
+    pub pp_rank: u32,
+    pub phase: u32,
+    pub stage: u32,
+    pub layers: Vec<u32>,
+    pub global_ranks: Vec<u32>,
+    /// Whether the pipeline switches per-layer profiling on for this chunk.
+    pub profiled: bool,
+}
+
+/// Every chunk of every pipeline rank.
+pub fn chunks(num_layers: u32, parallel: &Parallel) -> Result<Vec<Chunk>> {
+    let dp = parallel.dp()?;
+    let per_pp = dp * parallel.cp * parallel.ep;
+    let stage_count = 2 * parallel.pp;
+    let mut out = Vec::new();
+    for r in 0..parallel.pp {
+        let global_ranks: Vec<u32> = (r * per_pp..(r + 1) * per_pp).collect();
+        for (phase, stage) in [(0, r), (1, stage_count - 1 - r)] {
+            out.push(Chunk {
+                pp_rank: r,
+                phase,
+                stage,
+                layers: layer_partition(num_layers, stage_count, stage).collect(),
+                global_ranks: global_ranks.clone(),
+                profiled: phase == 1 || r + 1 < parallel.pp,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// For each detail layer, the global ranks (among `ranks`) where it prints per-layer detail.
+pub fn detail_printers(
+    chunks: &[Chunk],
+    detail_layers: &[u32],
+    ranks: &[u32],
+) -> Vec<(u32, Vec<u32>)> {
+    detail_layers
+        .iter()
+        .map(|&layer| {
+            let printers = chunks
+                .iter()
+                .filter(|c| c.profiled && c.layers.contains(&layer))
+                .flat_map(|c| c.global_ranks.iter().copied().filter(|g| ranks.contains(g)))
+                .collect();
+            (layer, printers)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_matches_pithtrain_for_uneven_counts() {
+        // 27 layers (deepseek-v2-lite) over 4 stages: the remainder fills inner stages first.
+        let sizes: Vec<u32> = (0..4)
+            .map(|i| layer_partition(27, 4, i).len() as u32)
+            .collect();
+        assert_eq!(sizes, vec![7, 7, 7, 6]);
+        assert_eq!(layer_partition(4, 4, 1), 1..2);
+        assert_eq!(layer_partition(48, 2, 1), 24..48);
+    }
+
+    #[test]
+    fn four_layers_on_two_pipeline_ranks_form_a_v() {
+        let parallel = Parallel {
+            pp: 2,
+            ep: 1,
+            cp: 1,
+            world: 2,
+        };
+        let chunks = chunks(4, &parallel).unwrap();
+        let table: Vec<(u32, u32, Vec<u32>, bool)> = chunks
+            .iter()
+            .map(|c| (c.pp_rank, c.phase, c.layers.clone(), c.profiled))
+            .collect();
+        assert_eq!(
+            table,
+            vec![
+                (0, 0, vec![0], true),
+                (0, 1, vec![3], true),
+                (1, 0, vec![1], false),
+                (1, 1, vec![2], true)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_layer_in_the_last_ranks_phase_zero_prints_nowhere() {
+        // The real run: 4 layers, pp=2, ranks {0, 1}; detail layer 1 never printed.
+        let chunks = chunks(
+            4,
+            &Parallel {
+                pp: 2,
+                ep: 1,
+                cp: 1,
+                world: 2,
+            },
+        )
+        .unwrap();
+        let printers = detail_printers(&chunks, &[0, 1], &[0, 1]);
+        assert_eq!(printers, vec![(0, vec![0]), (1, vec![])]);
+    }
+
+    #[test]
+    fn global_ranks_follow_the_row_major_mesh() {
+        let chunks = chunks(
+            8,
+            &Parallel {
+                pp: 2,
+                ep: 2,
+                cp: 1,
+                world: 8,
+            },
+        )
+        .unwrap();
+        assert_eq!(chunks[2].global_ranks, vec![4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn world_not_divisible_is_an_error() {
+        assert!(
+            Parallel {
+                pp: 2,
+                ep: 3,
+                cp: 1,
+                world: 8
+            }
+            .dp()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn sizes_are_read_from_a_launch_script() {
+        let script =
+            "distributed.pipeline_parallel_size = 2\ndistributed.expert_parallel_size = 4\n";
+        assert_eq!(
+            Parallel::from_script(script, None),
+            Parallel {
+                pp: 2,
+                ep: 4,
+                cp: 1,
+                world: 8
+            }
+        );
+    }
+}

@@ -1,0 +1,524 @@
+//! The report as a document of headings, paragraphs and tables, shared by the text, markdown
+//! and HTML renderers so that they all say the same thing.
+//!
+//! Contract: [`build`] turns sizes into GiB with two decimals (MiB with one for saved tensors),
+//! signed changes with an explicit sign, and leaves empty sections out. Table cells hold plain
+//! text; renderers escape them for their format.
+
+use crate::report::Report;
+use crate::report::model::{Breakdown, PipelineEntry, RankReport};
+
+const GIB: f64 = (1u64 << 30) as f64;
+const MIB: f64 = (1u64 << 20) as f64;
+const LARGEST_SAVED: usize = 3;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    Heading { level: u8, text: String },
+    Text(String),
+    Note { tone: Tone, text: String },
+    Table(Table),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Warning,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub header: Vec<String>,
+    /// Right-aligned (numeric) columns.
+    pub numeric: Vec<bool>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(columns: &[(&str, bool)]) -> Self {
+        Table {
+            header: columns.iter().map(|(h, _)| (*h).to_owned()).collect(),
+            numeric: columns.iter().map(|(_, n)| *n).collect(),
+            rows: Vec::new(),
+        }
+    }
+}
+
+/// `12.34` (GiB).
+pub fn gib(bytes: i64) -> String {
+    format!("{:.2}", bytes as f64 / GIB)
+}
+
+/// `+1.20` / `-0.30` (GiB).
+pub fn signed_gib(bytes: i64) -> String {
+    format!("{:+.2}", bytes as f64 / GIB)
+}
+
+fn opt(v: Option<i64>, f: fn(i64) -> String) -> String {
+    v.map(f).unwrap_or_default()
+}
+
+fn mib(bytes: i64) -> String {
+    format!("{:.1}", bytes as f64 / MIB)
+}
+
+fn shape(s: &Option<Vec<u64>>) -> String {
+    match s {
+        Some(dims) if dims.len() == 1 => format!("({},)", dims[0]),
+        Some(dims) => {
+            let parts: Vec<String> = dims.iter().map(u64::to_string).collect();
+            format!("({})", parts.join(", "))
+        }
+        None => String::new(),
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Builds the document for `report`.
+pub fn build(report: &Report) -> Vec<Block> {
+    let mut out = vec![Block::Heading {
+        level: 1,
+        text: "Memory report".to_owned(),
+    }];
+    let s = &report.stats;
+    out.push(Block::Text(format!(
+        "Read {} from {}: {}, {} unparsed.",
+        plural(s.lines_read, "line", "lines"),
+        plural(report.inputs.len() as u64, "input", "inputs"),
+        plural(s.memory_lines, "memory print", "memory prints"),
+        s.unparsed_memory_lines
+    )));
+    if !s.unparsed_examples.is_empty() {
+        out.push(Block::Note {
+            tone: Tone::Warning,
+            text: format!(
+                "Unparsed prints, for example: {}",
+                s.unparsed_examples.join(" ⏎ ")
+            ),
+        });
+    }
+    if let Some(t) = &report.training {
+        let mut text = format!(
+            "Training: {} logged",
+            plural(t.steps_logged, "step", "steps")
+        );
+        text += &format!(" (step {} to {}", t.first_step, t.last_step);
+        if let Some(max) = t.max_steps {
+            text += &format!(" of {max}");
+        }
+        text.push(')');
+        if let Some(secs) = t.first_step_time_s {
+            text += &format!("; the first took {secs:.3} s");
+        }
+        if let Some(peak) = t.peak_gpu_memory {
+            text += &format!("; peak-gpu-memory up to {} GiB", gib(peak));
+        }
+        text.push('.');
+        out.push(Block::Text(text));
+    }
+    if let Some(oom) = &report.oom {
+        let mut text = "The run was cut off by a CUDA out-of-memory error".to_owned();
+        if let Some(bytes) = oom.tried_to_allocate {
+            text += &format!(" (tried to allocate {} GiB)", gib(bytes));
+        }
+        if !oom.ranks.is_empty() {
+            let ranks: Vec<String> = oom.ranks.iter().map(u32::to_string).collect();
+            text += &format!(" on rank {}", ranks.join(", "));
+        }
+        text += &format!(": {}", oom.message);
+        out.push(Block::Note {
+            tone: Tone::Error,
+            text,
+        });
+        let mut table = Table::new(&[
+            ("rank", true),
+            ("pp", true),
+            ("last memory point", false),
+            ("allocated", true),
+        ]);
+        for r in &report.ranks {
+            if let Some(last) = &r.last_point {
+                table.rows.push(vec![
+                    r.rank.to_string(),
+                    r.pp.map(|p| p.to_string()).unwrap_or_default(),
+                    last.label.clone(),
+                    gib(last.allocated),
+                ]);
+            }
+        }
+        out.push(Block::Heading {
+            level: 2,
+            text: "Last memory point per rank".to_owned(),
+        });
+        out.push(Block::Table(table));
+    }
+    if report.ranks.is_empty() {
+        out.push(Block::Note {
+            tone: Tone::Warning,
+            text: "No memory prints found: was the run instrumented, and did it reach the prints?"
+                .to_owned(),
+        });
+        return out;
+    }
+    across_ranks(report, &mut out);
+    for rank in &report.ranks {
+        rank_section(rank, &mut out);
+    }
+    out
+}
+
+fn across_ranks(report: &Report, out: &mut Vec<Block>) {
+    let sum = &report.summary;
+    if sum.peaks.is_empty() {
+        return;
+    }
+    out.push(Block::Heading {
+        level: 2,
+        text: "Across ranks".to_owned(),
+    });
+    let mut table = Table::new(&[
+        ("rank", true),
+        ("pp", true),
+        ("peak at", false),
+        ("allocated", true),
+        ("cached", true),
+        ("non-PyTorch", true),
+        ("device total", true),
+        ("", false),
+    ]);
+    for p in &sum.peaks {
+        table.rows.push(vec![
+            p.rank.to_string(),
+            p.pp.map(|v| v.to_string()).unwrap_or_default(),
+            p.label.clone(),
+            gib(p.allocated),
+            gib(p.cached),
+            gib(p.non_pytorch),
+            gib(p.allocated + p.cached + p.non_pytorch),
+            if sum.peak_rank == Some(p.rank) {
+                "highest".to_owned()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    out.push(Block::Table(table));
+    if sum.stages.len() > 1 {
+        let mut stages = Table::new(&[
+            ("pp", true),
+            ("ranks", false),
+            ("highest peak", true),
+            ("lowest peak", true),
+        ]);
+        for s in &sum.stages {
+            let ranks: Vec<String> = s.ranks.iter().map(u32::to_string).collect();
+            stages.rows.push(vec![
+                s.pp.to_string(),
+                ranks.join(", "),
+                gib(s.max_allocated),
+                gib(s.min_allocated),
+            ]);
+        }
+        out.push(Block::Heading {
+            level: 3,
+            text: "Pipeline stages".to_owned(),
+        });
+        out.push(Block::Table(stages));
+    }
+    if let Some(imb) = &sum.imbalance {
+        out.push(Block::Text(format!(
+            "Imbalance between pipeline stages: pp={} peaks at {} GiB, pp={} at {} GiB, {} GiB apart ({:.1}% of the highest).",
+            imb.highest_pp,
+            gib(imb.highest),
+            imb.lowest_pp,
+            gib(imb.lowest),
+            gib(imb.spread),
+            imb.ratio * 100.0
+        )));
+    }
+}
+
+fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
+    let title = match r.pp {
+        Some(pp) => format!("Rank {} (pp={pp})", r.rank),
+        None => format!("Rank {}", r.rank),
+    };
+    out.push(Block::Heading {
+        level: 2,
+        text: title,
+    });
+    if r.unparsed_memory_lines > 0 {
+        out.push(Block::Note {
+            tone: Tone::Warning,
+            text: format!(
+                "{} of this rank's prints matched no known format.",
+                r.unparsed_memory_lines
+            ),
+        });
+    }
+    if let Some(summary) = peak_summary(r) {
+        out.push(Block::Text(summary));
+    }
+    if !r.setup.is_empty() {
+        let mut t = Table::new(&[
+            ("phase", false),
+            ("point", false),
+            ("allocated", true),
+            ("cached", true),
+            ("non-PyTorch", true),
+            ("change", true),
+        ]);
+        for e in &r.setup {
+            let phase = match e.phase {
+                crate::report::model::SetupPhase::InitProcessGroup => "init_process_group",
+                crate::report::model::SetupPhase::InitDeviceMesh => "init_device_mesh",
+                crate::report::model::SetupPhase::SetupModel => "setup_model",
+            };
+            t.rows.push(vec![
+                phase.to_owned(),
+                e.label.clone(),
+                opt(e.allocated, gib),
+                opt(e.cached, gib),
+                opt(e.non_pytorch, gib),
+                opt(e.change, signed_gib),
+            ]);
+        }
+        out.push(Block::Heading {
+            level: 3,
+            text: "Setup".to_owned(),
+        });
+        out.push(Block::Table(t));
+    }
+    if let Some(c) = &r.checkpoint {
+        out.push(Block::Heading {
+            level: 3,
+            text: "Checkpoint load".to_owned(),
+        });
+        out.push(Block::Text(format!(
+            "Optimizer state {} GiB over {} param entries; after the load: allocated {} GiB, cached {} GiB, non-PyTorch {} GiB.",
+            gib(c.optimizer_state),
+            c.param_entries,
+            gib(c.allocated),
+            gib(c.cached),
+            gib(c.non_pytorch)
+        )));
+    }
+    if !r.pipeline.is_empty() {
+        let mut t = Table::new(&[
+            ("#", true),
+            ("point", false),
+            ("allocated", true),
+            ("change", true),
+            ("printed delta", true),
+            ("cached", true),
+            ("non-PyTorch", true),
+            ("", false),
+        ]);
+        let peak = r.peak.as_ref().map(|p| p.index);
+        for (n, e) in r.pipeline.iter().enumerate() {
+            t.rows.push(vec![
+                n.to_string(),
+                e.label(),
+                gib(e.allocated),
+                opt(e.change, signed_gib),
+                opt(e.delta, signed_gib),
+                gib(e.cached),
+                gib(e.non_pytorch),
+                if peak == Some(n) {
+                    "peak".to_owned()
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+        out.push(Block::Heading {
+            level: 3,
+            text: "Pipeline".to_owned(),
+        });
+        out.push(Block::Table(t));
+    }
+    if let (Some(b), Some(p)) = (&r.breakdown, &r.peak) {
+        out.push(Block::Heading {
+            level: 3,
+            text: format!("Where the memory went at the peak ({})", p.label),
+        });
+        out.push(Block::Table(breakdown_table(b)));
+    }
+    let during = |pos: usize| {
+        r.pipeline
+            .get(pos)
+            .map_or_else(|| "end of log".to_owned(), PipelineEntry::label)
+    };
+    if !r.layers.is_empty() {
+        let mut t = Table::new(&[
+            ("during", false),
+            ("probe", false),
+            ("shape", false),
+            ("allocated", true),
+            ("change", true),
+        ]);
+        for l in &r.layers {
+            let indent = "  ".repeat(usize::from(l.depth));
+            let label = match &l.tensor {
+                Some(name) => format!(
+                    "{indent}{} ({name})",
+                    l.label
+                        .split(&format!("{name}=("))
+                        .next()
+                        .unwrap_or("")
+                        .trim_end()
+                ),
+                None => format!("{indent}{}", l.label),
+            };
+            t.rows.push(vec![
+                during(l.pipeline_position),
+                label,
+                shape(&l.shape),
+                gib(l.allocated),
+                opt(l.change, signed_gib),
+            ]);
+        }
+        out.push(Block::Heading {
+            level: 3,
+            text: "Detail layers".to_owned(),
+        });
+        out.push(Block::Table(t));
+    }
+    if !r.experts.is_empty() {
+        let mut t = Table::new(&[
+            ("during", false),
+            ("step", false),
+            ("tensor", false),
+            ("shape", false),
+            ("allocated", true),
+            ("change", true),
+        ]);
+        for e in &r.experts {
+            t.rows.push(vec![
+                during(e.pipeline_position),
+                e.step.clone(),
+                e.tensor.clone().unwrap_or_default(),
+                shape(&e.shape),
+                gib(e.allocated),
+                opt(e.change, signed_gib),
+            ]);
+        }
+        out.push(Block::Heading {
+            level: 3,
+            text: "Experts internals".to_owned(),
+        });
+        out.push(Block::Table(t));
+    }
+    if !r.saved_tensors.is_empty() {
+        let mut t = Table::new(&[
+            ("layer", true),
+            ("stage", false),
+            ("activations MiB", true),
+            ("weights MiB", true),
+            ("tensors", true),
+            ("largest", false),
+        ]);
+        for g in &r.saved_tensors {
+            let mut largest: Vec<_> = g.tensors.iter().collect();
+            largest.sort_by_key(|t| std::cmp::Reverse(t.size));
+            let largest: Vec<String> = largest
+                .iter()
+                .take(LARGEST_SAVED)
+                .map(|t| {
+                    let kind = if t.weight { "weight" } else { "activ" };
+                    format!("{} {} {} MiB {kind}", shape(&t.shape), t.dtype, mib(t.size))
+                })
+                .collect();
+            let stage = if g.complete {
+                g.stage.clone()
+            } else {
+                format!("{} (cut off)", g.stage)
+            };
+            t.rows.push(vec![
+                g.layer.map(|l| l.to_string()).unwrap_or_default(),
+                stage,
+                mib(g.activations),
+                mib(g.weights),
+                g.count.to_string(),
+                largest.join("; "),
+            ]);
+        }
+        out.push(Block::Heading {
+            level: 3,
+            text: "Saved tensors".to_owned(),
+        });
+        out.push(Block::Table(t));
+    }
+    for s in &r.snapshots {
+        let when = if s.after_oom {
+            "written after the OOM"
+        } else {
+            "after step 0"
+        };
+        out.push(Block::Text(format!("Memory snapshot ({when}): {}", s.path)));
+    }
+}
+
+/// One sentence: the peak and what it is made of.
+fn peak_summary(r: &RankReport) -> Option<String> {
+    let (p, b) = (r.peak.as_ref()?, r.breakdown.as_ref()?);
+    Some(format!(
+        "Peak {} GiB allocated at {}: {} GiB held before the pipeline started, {} GiB of activations in flight; the device held {} GiB with {} GiB cached and {} GiB outside PyTorch.",
+        gib(p.allocated),
+        p.label,
+        gib(b.weights + b.optimizer_state + b.other_static),
+        gib(b.activations),
+        gib(b.total),
+        gib(b.cached),
+        gib(b.non_pytorch)
+    ))
+}
+
+/// The parts of a breakdown, in stacking order, with their display names.
+pub fn breakdown_parts(b: &Breakdown) -> [(&'static str, i64); 6] {
+    [
+        ("weights after setup", b.weights),
+        ("optimizer state", b.optimizer_state),
+        ("other static", b.other_static),
+        ("activations in flight", b.activations),
+        ("cached (reserved, free)", b.cached),
+        ("non-PyTorch (CUDA context, NCCL)", b.non_pytorch),
+    ]
+}
+
+fn breakdown_table(b: &Breakdown) -> Table {
+    let mut t = Table::new(&[("part", false), ("GiB", true), ("share", true)]);
+    for (name, bytes) in breakdown_parts(b) {
+        let share = if b.total > 0 {
+            bytes as f64 * 100.0 / b.total as f64
+        } else {
+            0.0
+        };
+        t.rows
+            .push(vec![name.to_owned(), gib(bytes), format!("{share:.1}%")]);
+    }
+    t.rows
+        .push(vec!["total".to_owned(), gib(b.total), "100.0%".to_owned()]);
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_print_in_gib_with_explicit_signs_for_changes() {
+        assert_eq!(gib(3 << 29), "1.50");
+        assert_eq!(signed_gib(-(1 << 28)), "-0.25");
+        assert_eq!(signed_gib(0), "+0.00");
+    }
+
+    #[test]
+    fn shapes_print_like_python_tuples() {
+        assert_eq!(shape(&Some(vec![4, 2])), "(4, 2)");
+        assert_eq!(shape(&Some(vec![7])), "(7,)");
+    }
+}

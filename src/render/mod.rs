@@ -1,0 +1,55 @@
+//! Renderers of a [`Report`]: text (comfy-table), markdown, JSON and a self-contained HTML page.
+//!
+//! Contract: [`render`] is pure: the same report gives the same string. Text, markdown and HTML
+//! share one document ([`doc`]) so they say the same things; JSON is the report itself, as
+//! documented by `schema/report.schema.json`. `color` only affects `text` (ANSI escapes).
+
+pub mod doc;
+pub mod html;
+pub mod markdown;
+pub mod svg;
+pub mod text;
+
+use std::io::Write as _;
+
+use crate::report::Report;
+
+/// An output format of `memprints report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned tables for a terminal.
+    Text,
+    /// GitHub-flavoured markdown.
+    Markdown,
+    /// Stable JSON (schema/report.schema.json); sizes in bytes.
+    Json,
+    /// One self-contained HTML file with SVG charts.
+    Html,
+}
+
+/// Renders `report` in `format`; `color` adds ANSI colours to `text`.
+pub fn render(report: &Report, format: Format, color: bool) -> String {
+    match format {
+        Format::Text => text::render(&doc::build(report), color),
+        Format::Markdown => markdown::render(&doc::build(report)),
+        Format::Json => json(report),
+        Format::Html => html::render(report, &doc::build(report)),
+    }
+}
+
+/// Writes the report as pretty JSON with a trailing newline, without building it in memory
+/// first (a report of a huge per-step-profiled log can be gigabytes).
+pub fn write_json(report: &Report, out: impl std::io::Write) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+    serde_json::to_writer_pretty(&mut out, report)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+/// The report as pretty JSON with a trailing newline.
+pub fn json(report: &Report) -> String {
+    // Serialising plain data structs with string keys cannot fail.
+    let mut out = serde_json::to_string_pretty(report).expect("report serialises");
+    out.push('\n');
+    out
+}

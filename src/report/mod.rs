@@ -1,0 +1,136 @@
+//! `memprints report`: read the logs of an instrumented PithTrain run and say where the memory
+//! went.
+//!
+//! The flow is logs → [`lines`] (decompress, scan, cut prints at `[rank=`) → [`parse`] and
+//! [`other`] (one print or line → one event) → [`model`] (per-rank aggregation, peaks,
+//! cross-rank summary) → `crate::render` (text, markdown, JSON, HTML). [`run_report`] is the
+//! library entry point; [`cli`] holds the clap arguments of the subcommand.
+
+pub mod cli;
+pub mod lines;
+pub mod model;
+pub mod other;
+pub mod parse;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+pub use model::{Report, ReportBuilder};
+
+/// A finished report; renderers take it as it is.
+pub type ReportOutput = Report;
+
+/// What to report on.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Keep only these ranks (all when empty). Stats still count every rank.
+    pub ranks: Vec<u32>,
+}
+
+/// Why a report could not be made. Each prints as one line naming the path.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("no log given: pass one or more log files or directories")]
+    NoInputs,
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("directory {dir} holds no log files")]
+    EmptyDirectory { dir: PathBuf },
+}
+
+/// Reads every input (a file, or each regular non-hidden file directly inside a directory, in
+/// name order), all ranks of all files into one report.
+pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<ReportOutput, ReportError> {
+    let files = expand_inputs(inputs)?;
+    let only =
+        (!opts.ranks.is_empty()).then(|| opts.ranks.iter().copied().collect::<BTreeSet<_>>());
+    let mut builder = ReportBuilder::new(only);
+    for file in &files {
+        let read_err = |source| ReportError::Read {
+            path: file.clone(),
+            source,
+        };
+        let reader = lines::open(file).map_err(read_err)?;
+        let n =
+            lines::scan(reader, |line, found| builder.line_with(line, found)).map_err(read_err)?;
+        builder.count_lines(n);
+    }
+    let names = files.iter().map(|f| f.display().to_string()).collect();
+    Ok(builder.finish(names))
+}
+
+fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ReportError> {
+    if inputs.is_empty() {
+        return Err(ReportError::NoInputs);
+    }
+    let mut files = Vec::new();
+    for input in inputs {
+        let read_err = |source| ReportError::Read {
+            path: input.clone(),
+            source,
+        };
+        let meta = std::fs::metadata(input).map_err(read_err)?;
+        if !meta.is_dir() {
+            files.push(input.clone());
+            continue;
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(input)
+            .map_err(read_err)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && !is_hidden(p))
+            .collect();
+        if found.is_empty() {
+            return Err(ReportError::EmptyDirectory { dir: input.clone() });
+        }
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_expands_to_its_visible_files_in_name_order() {
+        let dir = std::env::temp_dir().join(format!("memprints-report-dir-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        for name in ["b.log", "a.log", ".hidden"] {
+            std::fs::write(dir.join(name), "[rank=0] x\n").unwrap();
+        }
+        let files = expand_inputs(std::slice::from_ref(&dir)).unwrap();
+        assert_eq!(files, [dir.join("a.log"), dir.join("b.log")]);
+        let report = run_report(std::slice::from_ref(&dir), &ReportOptions::default()).unwrap();
+        assert_eq!((report.stats.lines_read, report.stats.memory_lines), (2, 2));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_input_is_an_error_naming_it() {
+        let err =
+            run_report(&[PathBuf::from("/no/such/log")], &ReportOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().starts_with("cannot read /no/such/log: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn no_inputs_is_an_error() {
+        assert!(matches!(
+            run_report(&[], &ReportOptions::default()),
+            Err(ReportError::NoInputs)
+        ));
+    }
+}

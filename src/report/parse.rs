@@ -1,0 +1,747 @@
+//! One memory print (a slice starting at `[rank=`) → one [`Event`].
+//!
+//! Contract: [`parse_print`] returns `None` for anything that is not exactly one of the print
+//! formats of the add-memory-prints instrumentation (garbage, cut-off prints, unknown labels);
+//! the caller counts those as unparsed. Sizes come back in bytes, converted from the printed
+//! decimal text with integer arithmetic (`GiB × 1024³`, `MB × 1024²`, rounded half away from
+//! zero), so `12.34` GiB is always the same number of bytes. Trailing whitespace is ignored, and
+//! so is trailing text after the last number when it cannot be part of that number (another
+//! launcher's prefix glued on by interleaving). Labels are borrowed from the input.
+
+use std::str;
+
+const GIB: i64 = 1 << 30;
+const MIB: i64 = 1 << 20;
+
+/// `alloc=A cached=C non-pt=N`, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Detail {
+    pub allocated: i64,
+    pub cached: i64,
+    pub non_pytorch: i64,
+}
+
+/// Where in DualPipeV's schedule a pipeline print sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PipelineKind {
+    BeforePipeline,
+    Step1F0,
+    AfterStep1,
+    Step2ForwardChunk0,
+    Step2ForwardChunk1,
+    AfterStep2,
+    Step3BeforeB1,
+    Step3AfterB1,
+    Step3AfterW1,
+    Step3AfterF1,
+    AfterStep3,
+    Step4,
+    AfterStep4,
+    AfterStep8,
+}
+
+impl PipelineKind {
+    /// The schedule step (1-8) the print belongs to; 0 before the pipeline starts.
+    pub fn step(self) -> u8 {
+        use PipelineKind::*;
+        match self {
+            BeforePipeline => 0,
+            Step1F0 | AfterStep1 => 1,
+            Step2ForwardChunk0 | Step2ForwardChunk1 | AfterStep2 => 2,
+            Step3BeforeB1 | Step3AfterB1 | Step3AfterW1 | Step3AfterF1 | AfterStep3 => 3,
+            Step4 | AfterStep4 => 4,
+            AfterStep8 => 8,
+        }
+    }
+}
+
+/// One `[rank=R pp=P] …` print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PipelinePoint {
+    pub kind: PipelineKind,
+    /// Loop index `i=I`, for prints inside a step's loop.
+    pub i: Option<u32>,
+    /// Iteration count `N` of `After StepK (N …)`.
+    pub count: Option<u32>,
+    /// The first number after the label (`X GiB`).
+    pub allocated: i64,
+    /// The printed delta: `(+D)` is against `Before pipeline`, `(delta=±D)` against the same
+    /// iteration's `before B1`.
+    pub delta: Option<i64>,
+    pub detail: Detail,
+}
+
+/// What one memory print says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// `setup_model | <label>: DETAIL`.
+    Setup { label: &'a str, detail: Detail },
+    /// `init_process_group | cuda_ctx=X after_nccl_world=Y nccl_world_cost=Z` (non-PyTorch).
+    ProcessGroup {
+        cuda_context: i64,
+        after_nccl_world: i64,
+        nccl_world_cost: i64,
+    },
+    /// `init_device_mesh | non-pt=X mesh_cost=Y`.
+    DeviceMesh { non_pytorch: i64, mesh_cost: i64 },
+    /// `load_ckpt | optimizer state: X GiB (N param entries) | DETAIL`.
+    CheckpointLoad {
+        optimizer_state: i64,
+        param_entries: u64,
+        detail: Detail,
+    },
+    /// `[rank=R pp=P] <schedule point>: X GiB … | DETAIL`.
+    Pipeline { pp: u32, point: PipelinePoint },
+    /// `_lmem` probe `  <label>: alloc=X`; `label` keeps its own leading spaces (the nesting).
+    Probe { label: &'a str, allocated: i64 },
+    /// `layer5 stage1 saved tensors:`.
+    SavedHeader { layer: Option<u32>, stage: &'a str },
+    /// `    saved (activ|weight): (shape) dtype (X MB)`.
+    SavedTensor {
+        weight: bool,
+        shape: &'a str,
+        dtype: &'a str,
+        size: i64,
+    },
+    /// `  activ=X MB, weight=Y MB, total=N tensors`.
+    SavedSummary {
+        activations: i64,
+        weights: i64,
+        count: u64,
+    },
+    /// `Memory snapshot saved to PATH`.
+    Snapshot { path: &'a str },
+}
+
+/// A parsed print: whose it is and what it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Print<'a> {
+    pub rank: u32,
+    pub event: Event<'a>,
+}
+
+/// Reads the rank of a print's `[rank=N` tag, if the digits are there.
+pub fn tag_rank(print: &[u8]) -> Option<u32> {
+    let rest = print.strip_prefix(b"[rank=")?;
+    let (rank, _) = uint(rest)?;
+    Some(rank as u32)
+}
+
+/// Parses one print (starting at `[rank=`, ending before the next tag or the line end).
+pub fn parse_print(print: &[u8]) -> Option<Print<'_>> {
+    let rest = print.strip_prefix(b"[rank=")?;
+    let (rank, rest) = uint(rest)?;
+    let rank = u32::try_from(rank).ok()?;
+    let (pp, rest) = match rest.strip_prefix(b" pp=") {
+        Some(r) => {
+            let (pp, r) = uint(r)?;
+            (Some(u32::try_from(pp).ok()?), r)
+        }
+        None => (None, rest),
+    };
+    let body = rest.strip_prefix(b"] ")?;
+    let body = trim_end(str::from_utf8(body).ok()?);
+    let event = match pp {
+        Some(pp) => Event::Pipeline {
+            pp,
+            point: pipeline(body)?,
+        },
+        None => plain(body)?,
+    };
+    Some(Print { rank, event })
+}
+
+fn plain(body: &str) -> Option<Event<'_>> {
+    if let Some(rest) = body.strip_prefix("setup_model | ") {
+        let (label, detail) = rest.rsplit_once(": alloc=")?;
+        return Some(Event::Setup {
+            label,
+            detail: detail_after_alloc(detail)?,
+        });
+    }
+    if let Some(rest) = body.strip_prefix("init_process_group | ") {
+        let (cuda_context, rest) = gib_field(rest, "cuda_ctx=")?;
+        let (after_nccl_world, rest) = gib_field(rest.strip_prefix(' ')?, "after_nccl_world=")?;
+        let (nccl_world_cost, rest) = gib_field(rest.strip_prefix(' ')?, "nccl_world_cost=")?;
+        end(rest)?;
+        return Some(Event::ProcessGroup {
+            cuda_context,
+            after_nccl_world,
+            nccl_world_cost,
+        });
+    }
+    if let Some(rest) = body.strip_prefix("init_device_mesh | ") {
+        let (non_pytorch, rest) = gib_field(rest, "non-pt=")?;
+        let (mesh_cost, rest) = gib_field(rest.strip_prefix(' ')?, "mesh_cost=")?;
+        end(rest)?;
+        return Some(Event::DeviceMesh {
+            non_pytorch,
+            mesh_cost,
+        });
+    }
+    if let Some(rest) = body.strip_prefix("load_ckpt | optimizer state: ") {
+        let (optimizer_state, rest) = gib(rest)?;
+        let rest = rest.strip_prefix(" GiB (")?;
+        let (param_entries, tail) = uint(rest.as_bytes())?;
+        let rest = rest[rest.len() - tail.len()..].strip_prefix(" param entries) | ")?;
+        let detail = detail(rest)?;
+        return Some(Event::CheckpointLoad {
+            optimizer_state,
+            param_entries,
+            detail,
+        });
+    }
+    if let Some(path) = body.strip_prefix("Memory snapshot saved to ") {
+        return (!path.is_empty()).then_some(Event::Snapshot { path });
+    }
+    if let Some(rest) = body.strip_prefix("    saved (") {
+        let (kind, rest) = rest.split_once("): ")?;
+        let weight = match kind {
+            "weight" => true,
+            "activ" => false,
+            _ => return None,
+        };
+        let shape_end = rest.find(')')? + 1;
+        let (shape, rest) = rest.split_at(shape_end);
+        let (dtype, rest) = rest.strip_prefix(' ')?.split_once(" (")?;
+        let (size, rest) = mib(rest)?;
+        end(rest.strip_prefix(" MB)")?)?;
+        return Some(Event::SavedTensor {
+            weight,
+            shape,
+            dtype,
+            size,
+        });
+    }
+    if let Some(rest) = body.strip_prefix("  activ=") {
+        let (activations, rest) = mib(rest)?;
+        let (weights, rest) = mib(rest.strip_prefix(" MB, weight=")?)?;
+        let rest = rest.strip_prefix(" MB, total=")?;
+        let (count, tail) = uint(rest.as_bytes())?;
+        end(rest[rest.len() - tail.len()..].strip_prefix(" tensors")?)?;
+        return Some(Event::SavedSummary {
+            activations,
+            weights,
+            count,
+        });
+    }
+    if let Some(head) = body.strip_suffix(" saved tensors:") {
+        let (layer, stage) = head.split_once(' ')?;
+        let layer = layer.strip_prefix("layer")?;
+        let layer = layer.parse().ok();
+        return Some(Event::SavedHeader { layer, stage });
+    }
+    if let Some(rest) = body.strip_prefix("  ") {
+        let (label, value) = rest.rsplit_once(": alloc=")?;
+        let (allocated, tail) = gib(value)?;
+        end(tail)?;
+        if label.trim().is_empty() {
+            return None;
+        }
+        return Some(Event::Probe { label, allocated });
+    }
+    None
+}
+
+fn pipeline(body: &str) -> Option<PipelinePoint> {
+    use PipelineKind::*;
+    let (label, value) = body.split_once(": ")?;
+    let (kind, i, count) = if label == "Before pipeline" {
+        (BeforePipeline, None, None)
+    } else if let Some(rest) = label.strip_prefix("After Step") {
+        let (step, paren) = rest.split_once(" (")?;
+        let paren = paren.strip_suffix(')')?;
+        let kind = match step {
+            "1" => AfterStep1,
+            "2" => AfterStep2,
+            "3" => AfterStep3,
+            "4" => AfterStep4,
+            "8" => AfterStep8,
+            _ => return None,
+        };
+        let count = if kind == AfterStep8 {
+            None
+        } else {
+            let (n, mnemonic) = paren.split_once(' ')?;
+            if mnemonic.is_empty() {
+                return None;
+            }
+            Some(n.parse().ok()?)
+        };
+        (kind, None, count)
+    } else if let Some(i) = label.strip_prefix("Step1 F0 i=") {
+        (Step1F0, Some(i.parse().ok()?), None)
+    } else if let Some(rest) = label.strip_prefix("Step2 i=") {
+        let (i, what) = rest.split_once(' ')?;
+        let kind = match what {
+            "forward_chunk(0)" => Step2ForwardChunk0,
+            "forward_chunk(1)" => Step2ForwardChunk1,
+            _ => return None,
+        };
+        (kind, Some(i.parse().ok()?), None)
+    } else if let Some(rest) = label.strip_prefix("Step3 i=") {
+        let (i, what) = rest.split_once(' ')?;
+        let kind = match what {
+            "before B1" => Step3BeforeB1,
+            "after B1" => Step3AfterB1,
+            "after W1" => Step3AfterW1,
+            "after F1" => Step3AfterF1,
+            _ => return None,
+        };
+        (kind, Some(i.parse().ok()?), None)
+    } else if let Some(i) = label.strip_prefix("Step4 i=") {
+        (Step4, Some(i.parse().ok()?), None)
+    } else {
+        return None;
+    };
+    let (allocated, rest) = gib(value)?;
+    let rest = rest.strip_prefix(" GiB")?;
+    let (delta, rest) = match rest.strip_prefix(" (") {
+        Some(r) => {
+            let r = r.strip_prefix("delta=").unwrap_or(r);
+            let r = r.strip_prefix('+').unwrap_or(r);
+            let (d, r) = gib(r)?;
+            (Some(d), r.strip_prefix(')')?)
+        }
+        None => (None, rest),
+    };
+    let detail = detail(rest.strip_prefix(" | ")?)?;
+    Some(PipelinePoint {
+        kind,
+        i,
+        count,
+        allocated,
+        delta,
+        detail,
+    })
+}
+
+/// `alloc=A cached=C non-pt=N` with nothing but junk that cannot continue a number after it.
+fn detail(s: &str) -> Option<Detail> {
+    detail_after_alloc(s.strip_prefix("alloc=")?)
+}
+
+fn detail_after_alloc(s: &str) -> Option<Detail> {
+    let (allocated, rest) = gib(s)?;
+    let (cached, rest) = gib_field(rest.strip_prefix(' ')?, "cached=")?;
+    let (non_pytorch, rest) = gib_field(rest.strip_prefix(' ')?, "non-pt=")?;
+    end(rest)?;
+    Some(Detail {
+        allocated,
+        cached,
+        non_pytorch,
+    })
+}
+
+fn gib_field<'a>(s: &'a str, key: &str) -> Option<(i64, &'a str)> {
+    gib(s.strip_prefix(key)?)
+}
+
+/// What may follow the last number of a print: nothing, or text that is plainly not part of it.
+fn end(rest: &str) -> Option<()> {
+    match rest.as_bytes().first() {
+        None => Some(()),
+        Some(b) if b.is_ascii_digit() || *b == b'.' => None,
+        Some(_) => Some(()),
+    }
+}
+
+fn gib(s: &str) -> Option<(i64, &str)> {
+    let (d, rest) = decimal(s.as_bytes())?;
+    // `decimal` consumed ASCII only, so the split is on a char boundary.
+    Some((d.scaled(GIB), &s[s.len() - rest.len()..]))
+}
+
+fn mib(s: &str) -> Option<(i64, &str)> {
+    let (d, rest) = decimal(s.as_bytes())?;
+    Some((d.scaled(MIB), &s[s.len() - rest.len()..]))
+}
+
+/// A printed decimal: `mantissa / 10^scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decimal {
+    pub mantissa: i64,
+    pub scale: u32,
+}
+
+impl Decimal {
+    /// `self × unit`, rounded half away from zero.
+    pub fn scaled(self, unit: i64) -> i64 {
+        // The common case stays in i64 (i128 division is a slow library call).
+        if let (Some(num), Some(div)) = (
+            self.mantissa.checked_mul(unit),
+            10i64.checked_pow(self.scale),
+        ) && num.checked_add(div).is_some()
+            && num.checked_sub(div).is_some()
+        {
+            return if num >= 0 {
+                (num + div / 2) / div
+            } else {
+                (num - div / 2) / div
+            };
+        }
+        let div = 10i128.pow(self.scale);
+        let num = self.mantissa as i128 * unit as i128;
+        let rounded = if num >= 0 {
+            (num + div / 2) / div
+        } else {
+            (num - div / 2) / div
+        };
+        rounded.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+}
+
+/// Parses `-?\d+(\.\d+)?` (at most 18 significant digits) from the start of `s`.
+pub fn decimal(s: &[u8]) -> Option<(Decimal, &[u8])> {
+    let (neg, s) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let mut mantissa: i64 = 0;
+    let mut digits = 0;
+    let mut scale = 0;
+    let mut i = 0;
+    let mut seen_dot = false;
+    while i < s.len() {
+        let b = s[i];
+        if b.is_ascii_digit() {
+            if digits == 18 {
+                return None;
+            }
+            mantissa = mantissa * 10 + i64::from(b - b'0');
+            digits += 1;
+            scale += u32::from(seen_dot);
+        } else if b == b'.' && !seen_dot && i > 0 && s.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            seen_dot = true;
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return None;
+    }
+    let mantissa = if neg { -mantissa } else { mantissa };
+    Some((Decimal { mantissa, scale }, &s[i..]))
+}
+
+/// Parses an unsigned integer from the start of `s`.
+fn uint(s: &[u8]) -> Option<(u64, &[u8])> {
+    let n = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    if n == 0 || n > 19 {
+        return None;
+    }
+    let v = str::from_utf8(&s[..n]).ok()?.parse().ok()?;
+    Some((v, &s[n..]))
+}
+
+fn trim_end(s: &str) -> &str {
+    s.trim_end_matches([' ', '\t', '\r', '\n'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: i64 = 1 << 30;
+
+    fn gb(hundredths: i64) -> i64 {
+        Decimal {
+            mantissa: hundredths,
+            scale: 2,
+        }
+        .scaled(G)
+    }
+
+    fn event(line: &str) -> Event<'_> {
+        parse_print(line.as_bytes())
+            .unwrap_or_else(|| panic!("unparsed: {line}"))
+            .event
+    }
+
+    fn detail(a: i64, c: i64, n: i64) -> Detail {
+        Detail {
+            allocated: gb(a),
+            cached: gb(c),
+            non_pytorch: gb(n),
+        }
+    }
+
+    #[test]
+    fn sizes_are_converted_to_bytes_with_exact_rounding() {
+        assert_eq!(gb(100), G);
+        assert_eq!(gb(1234), 13_249_974_108);
+        assert_eq!(gb(-5), -53_687_091);
+        assert_eq!(
+            Decimal {
+                mantissa: 160,
+                scale: 1
+            }
+            .scaled(MIB),
+            16 * MIB
+        );
+    }
+
+    #[test]
+    fn setup_prints_keep_their_label() {
+        assert_eq!(
+            event(
+                "[rank=3] setup_model | after module[0] creation: alloc=1.50 cached=0.25 non-pt=3.71"
+            ),
+            Event::Setup {
+                label: "after module[0] creation",
+                detail: detail(150, 25, 371)
+            }
+        );
+    }
+
+    #[test]
+    fn distributed_prints_parse() {
+        assert_eq!(
+            event(
+                "[rank=0] init_process_group | cuda_ctx=0.52 after_nccl_world=1.10 nccl_world_cost=0.58"
+            ),
+            Event::ProcessGroup {
+                cuda_context: gb(52),
+                after_nccl_world: gb(110),
+                nccl_world_cost: gb(58)
+            }
+        );
+        assert_eq!(
+            event("[rank=0] init_device_mesh | non-pt=1.40 mesh_cost=0.30"),
+            Event::DeviceMesh {
+                non_pytorch: gb(140),
+                mesh_cost: gb(30)
+            }
+        );
+    }
+
+    #[test]
+    fn checkpoint_load_parses() {
+        assert_eq!(
+            event(
+                "[rank=1] load_ckpt | optimizer state: 7.25 GiB (412 param entries) | alloc=10.00 cached=1.00 non-pt=3.00"
+            ),
+            Event::CheckpointLoad {
+                optimizer_state: gb(725),
+                param_entries: 412,
+                detail: detail(1000, 100, 300)
+            }
+        );
+    }
+
+    #[test]
+    fn every_pipeline_print_shape_parses() {
+        use PipelineKind::*;
+        let cases = [
+            (
+                "Before pipeline: 11.00 GiB",
+                BeforePipeline,
+                None,
+                None,
+                None,
+            ),
+            (
+                "Step1 F0 i=2: 11.00 GiB (+1.00)",
+                Step1F0,
+                Some(2),
+                None,
+                Some(100),
+            ),
+            (
+                "After Step1 (3 F0): 11.00 GiB (+1.00)",
+                AfterStep1,
+                None,
+                Some(3),
+                Some(100),
+            ),
+            (
+                "Step2 i=0 forward_chunk(0): 11.00 GiB (+1.00)",
+                Step2ForwardChunk0,
+                Some(0),
+                None,
+                Some(100),
+            ),
+            (
+                "Step2 i=0 forward_chunk(1): 11.00 GiB (+1.00)",
+                Step2ForwardChunk1,
+                Some(0),
+                None,
+                Some(100),
+            ),
+            (
+                "After Step2 (2 F0F1): 11.00 GiB (+1.00)",
+                AfterStep2,
+                None,
+                Some(2),
+                Some(100),
+            ),
+            (
+                "Step3 i=1 before B1: 11.00 GiB",
+                Step3BeforeB1,
+                Some(1),
+                None,
+                None,
+            ),
+            (
+                "Step3 i=1 after B1: 11.00 GiB (delta=-0.30)",
+                Step3AfterB1,
+                Some(1),
+                None,
+                Some(-30),
+            ),
+            (
+                "Step3 i=1 after W1: 11.00 GiB (delta=+1.20)",
+                Step3AfterW1,
+                Some(1),
+                None,
+                Some(120),
+            ),
+            (
+                "Step3 i=1 after F1: 11.00 GiB (delta=+0.00)",
+                Step3AfterF1,
+                Some(1),
+                None,
+                Some(0),
+            ),
+            (
+                "After Step3 (4 B1W1F1): 11.00 GiB (+-0.05)",
+                AfterStep3,
+                None,
+                Some(4),
+                Some(-5),
+            ),
+            ("Step4 i=7: 11.00 GiB", Step4, Some(7), None, None),
+            (
+                "After Step4 (8 F0B1F1B0): 11.00 GiB",
+                AfterStep4,
+                None,
+                Some(8),
+                None,
+            ),
+            (
+                "After Step8 (end of pipeline): 11.00 GiB",
+                AfterStep8,
+                None,
+                None,
+                None,
+            ),
+        ];
+        for (text, kind, i, count, delta) in cases {
+            let line = format!("[rank=12 pp=3] {text} | alloc=11.00 cached=0.50 non-pt=3.71");
+            let Event::Pipeline { pp, point } = event(&line) else {
+                panic!("{line}")
+            };
+            assert_eq!(pp, 3);
+            assert_eq!(
+                (point.kind, point.i, point.count),
+                (kind, i, count),
+                "{line}"
+            );
+            assert_eq!(point.delta, delta.map(gb), "{line}");
+            assert_eq!(point.allocated, gb(1100));
+            assert_eq!(point.detail, detail(1100, 50, 371));
+        }
+    }
+
+    #[test]
+    fn layer_probes_split_at_the_last_alloc_and_keep_their_indent() {
+        assert_eq!(
+            event(
+                "[rank=0]   layer5 after stage1 (forward_stage1: attn + gate + dispatch_prep): alloc=12.34"
+            ),
+            Event::Probe {
+                label: "layer5 after stage1 (forward_stage1: attn + gate + dispatch_prep)",
+                allocated: gb(1234)
+            }
+        );
+        assert_eq!(
+            event("[rank=0]       experts: after gate_proj   g=(8192, 768): alloc=1.00"),
+            Event::Probe {
+                label: "    experts: after gate_proj   g=(8192, 768)",
+                allocated: gb(100)
+            }
+        );
+    }
+
+    #[test]
+    fn saved_tensor_lines_parse() {
+        assert_eq!(
+            event("[rank=0] layer5 stage1 saved tensors:"),
+            Event::SavedHeader {
+                layer: Some(5),
+                stage: "stage1"
+            }
+        );
+        assert_eq!(
+            event("[rank=0]     saved (activ): (4096, 2048) torch.bfloat16 (16.0 MB)"),
+            Event::SavedTensor {
+                weight: false,
+                shape: "(4096, 2048)",
+                dtype: "torch.bfloat16",
+                size: 16 * MIB
+            }
+        );
+        assert_eq!(
+            event("[rank=0]     saved (weight): (2048,) torch.float32 (0.0 MB)"),
+            Event::SavedTensor {
+                weight: true,
+                shape: "(2048,)",
+                dtype: "torch.float32",
+                size: 0
+            }
+        );
+        assert_eq!(
+            event("[rank=0]   activ=160.5 MB, weight=8.0 MB, total=12 tensors"),
+            Event::SavedSummary {
+                activations: 160 * MIB + MIB / 2,
+                weights: 8 * MIB,
+                count: 12
+            }
+        );
+    }
+
+    #[test]
+    fn snapshot_path_is_kept() {
+        assert_eq!(
+            event("[rank=2] Memory snapshot saved to /tmp/memory_snapshot_rank2.pickle"),
+            Event::Snapshot {
+                path: "/tmp/memory_snapshot_rank2.pickle"
+            }
+        );
+    }
+
+    #[test]
+    fn trailing_junk_from_interleaving_is_tolerated_but_cut_numbers_are_not() {
+        assert!(
+            parse_print(b"[rank=0] init_device_mesh | non-pt=1.40 mesh_cost=0.30[rank1]: ")
+                .is_some()
+        );
+        assert!(
+            parse_print(b"[rank=0 pp=0] Before pipeline: 10.00 GiB | alloc=10.00 cached=0.50 non-")
+                .is_none()
+        );
+        assert!(parse_print(b"[rank=0 pp=0] Step1 F0 i=0: 12.3").is_none());
+    }
+
+    #[test]
+    fn garbage_and_unknown_labels_are_unparsed() {
+        for line in [
+            "[rank=",
+            "[rank=x] setup_model | a: alloc=1.00 cached=1.00 non-pt=1.00",
+            "[rank=0]",
+            "[rank=0] hello world",
+            "[rank=0 pp=0] Step9 i=0: 1.00 GiB | alloc=1.00 cached=0.00 non-pt=0.00",
+            "[rank=0]   : alloc=1.00",
+        ] {
+            assert!(parse_print(line.as_bytes()).is_none(), "{line}");
+        }
+    }
+
+    #[test]
+    fn tag_rank_reads_the_rank_even_when_the_rest_is_garbage() {
+        assert_eq!(tag_rank(b"[rank=17 pp=zz"), Some(17));
+        assert_eq!(tag_rank(b"[rank=]"), None);
+    }
+}
