@@ -238,6 +238,11 @@ fn add(args: AddArgs) -> anyhow::Result<u8> {
         }
     };
 
+    if let LayerChoice::AllMoe = &choice {
+        println!(
+            "detail layers (0, 1): the model has no MoE-vs-dense rule, so every layer is MoE (no config found to count them)"
+        );
+    }
     if let LayerChoice::Auto(moe) = &choice {
         let rule = match &moe.rule {
             Some(rule) => format!("MoE layers are those where `{rule}`"),
@@ -283,7 +288,17 @@ fn add(args: AddArgs) -> anyhow::Result<u8> {
     write::write_all(&repo.root, &replacements)?;
     let elapsed = started.elapsed();
     print_summary(&repo, &plan, elapsed);
-    let rels: Vec<String> = changed.iter().map(|f| f.rel.clone()).collect();
+    let rels: Vec<String> = changed
+        .iter()
+        .filter(|f| f.was_formatted)
+        .map(|f| f.rel.clone())
+        .collect();
+    for file in changed.iter().filter(|f| !f.was_formatted) {
+        println!(
+            "note: {} was not ruff-formatted before; skipped the ruff step on it so your own lines stay as they were",
+            file.rel
+        );
+    }
     report_ruff(&repo, &rels);
     Ok(0)
 }

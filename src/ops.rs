@@ -18,6 +18,8 @@ pub enum LayerChoice {
     Explicit,
     /// Read off the model's MoE rule.
     Auto(MoeLayers),
+    /// The model has no MoE rule (every layer is MoE) and no config was found: layers 0 and 1.
+    AllMoe,
 }
 
 /// Picks the detail layers: `explicit` when given (checked against `num_hidden_layers` when a
@@ -61,9 +63,10 @@ pub fn detail_layers(
         }
         None => match moe {
             Some(moe) => Ok((moe.default_detail_layers(), LayerChoice::Auto(moe.clone()), Some(moe))),
+            None if !moe_rule::has_rule(&src)? => Ok((vec![0, 1], LayerChoice::AllMoe, None)),
             None => Err(Error::Config {
                 file: model_rel,
-                message: "no config to evaluate the MoE rule with: pass --config PATH (a Hugging Face config.json) or --detail-layers".into(),
+                message: "its MoE-vs-dense rule needs a config: pass --config PATH (a Hugging Face config.json) or --detail-layers".into(),
             }),
         },
     }

@@ -392,22 +392,37 @@ impl Stripper<'_> {
         }
     }
 
-    /// Removes a `_do_mem: bool = False` parameter, re-formatting the header.
+    /// Removes the `_do_mem` parameter: a positional one with the comma before it (its own
+    /// trailing comma stays as the previous parameter's), a keyword-only one with the `*` and
+    /// every comma after the last positional parameter; then re-formats the header.
     fn parameter(&mut self, def: &ruff_python_ast::StmtFunctionDef) {
-        let params = &def.parameters.args;
-        let Some(index) = params
-            .iter()
-            .position(|p| p.parameter.name.as_str() == "_do_mem")
-        else {
-            return;
-        };
-        let cut_start = if index == 0 {
-            params[0].start()
-        } else {
-            params[index - 1].end()
-        }
-        .to_usize();
-        let cut_end = params[index].end().to_usize();
+        let params = &def.parameters;
+        let is_do_mem =
+            |p: &&ruff_python_ast::ParameterWithDefault| p.parameter.name.as_str() == "_do_mem";
+        let (cut_start, cut_end) =
+            if let Some(index) = params.args.iter().position(|p| is_do_mem(&p)) {
+                let start = if index == 0 {
+                    params.args[0].start()
+                } else {
+                    params.args[index - 1].end()
+                };
+                (start.to_usize(), params.args[index].end().to_usize())
+            } else if let (Some(ours), true) = (
+                params.kwonlyargs.iter().find(is_do_mem),
+                params.kwonlyargs.len() == 1,
+            ) {
+                let Some(last) = params.args.last() else {
+                    return;
+                };
+                let after = &self.src.text[ours.end().to_usize()..params.end().to_usize()];
+                let trailing = after
+                    .find(',')
+                    .filter(|&i| after[..i].trim().is_empty())
+                    .map_or(0, |i| i + 1);
+                (last.end().to_usize(), ours.end().to_usize() + trailing)
+            } else {
+                return;
+            };
         let header_start = self.src.line_start(def.start().to_usize());
         let body_start = self.src.line_start(def.body[0].start().to_usize());
         let header = format!(
@@ -416,26 +431,11 @@ impl Stripper<'_> {
             &self.src.text[cut_end..body_start]
         );
         let indent = self.src.indent_at(def.start().to_usize()).len();
-        let unit = " ".repeat(self.settings.indent_width as usize);
-        let snippet = format!("{}{unit}pass", crate::template::dedent(&header, indent));
-        let formatted = self
-            .settings
-            .format_snippet(&snippet, indent)
-            .unwrap_or(snippet.clone());
-        let formatted = formatted
-            .strip_suffix(&format!("\n{unit}pass"))
-            .unwrap_or(&formatted)
-            .to_string();
+        let text = crate::instrument::model::reformat_header(self.settings, &header, indent)
+            .unwrap_or(header);
         let first = self.line_of(header_start);
         let last = self.line_of(body_start - 1);
-        self.replace_lines(
-            first,
-            last,
-            format!(
-                "{}\n",
-                crate::template::indent(&formatted, &" ".repeat(indent))
-            ),
-        );
+        self.replace_lines(first, last, text);
     }
 
     /// `NAME = EXPR` + deleted probes + `return NAME` → `return EXPR` (and the experts'

@@ -7,7 +7,7 @@ mod checkpoint;
 mod distributed;
 mod helpers;
 mod layers;
-mod model;
+pub mod model;
 mod pipeline;
 mod setup;
 mod snapshot;
@@ -58,6 +58,9 @@ pub struct FileChange {
     pub updated: String,
     /// What went into it.
     pub placed: Vec<Placed>,
+    /// Whether the original was stable under the repository's ruff format settings (then the
+    /// rewritten file must be too, and the skill's ruff step may run on it).
+    pub was_formatted: bool,
 }
 
 /// Every file `add` will change.
@@ -100,6 +103,12 @@ pub fn plan_sources(
 ) -> Result<Plan> {
     let mut files = Vec::new();
     for (src, (_, kind)) in sources.iter().zip(targets(&sources[2].rel)) {
+        if kind != "model" && !binds_torch(src) {
+            return Err(Error::Unsupported {
+                file: src.rel.clone(),
+                reason: "the module does not `import torch`, which the inserted code needs; add the import and run memprints again".into(),
+            });
+        }
         let mut edits = FileEdits::new(src, &repo.settings);
         let mut placed = Vec::new();
         match kind {
@@ -124,11 +133,16 @@ pub fn plan_sources(
             _ => unreachable!("targets() names only these kinds"),
         }
         let updated = edits.apply()?;
+        let was_formatted = repo
+            .settings
+            .format_module(&src.text)
+            .is_ok_and(|f| f == src.text);
         files.push(FileChange {
             rel: src.rel.clone(),
             original: src.text.clone(),
             updated,
             placed,
+            was_formatted,
         });
     }
     Ok(Plan {
@@ -138,13 +152,24 @@ pub fn plan_sources(
     })
 }
 
+/// True when a top-level `import torch` (or `import torch.x`, which binds `torch` too) exists.
+fn binds_torch(src: &PySource) -> bool {
+    src.module.body.iter().any(|stmt| match stmt {
+        ruff_python_ast::Stmt::Import(import) => import.names.iter().any(|alias| {
+            let name = alias.name.as_str();
+            (name == "torch" || name.starts_with("torch."))
+                && alias.asname.as_ref().is_none_or(|a| a.as_str() == "torch")
+        }),
+        _ => false,
+    })
+}
+
 /// Checks that every planned file parses and, where the original was stable under the
 /// repository's ruff format settings, that the rewritten one is too.
 pub fn check_formatting(repo: &Repo, plan: &Plan) -> Result<()> {
     for file in &plan.files {
         PySource::parse(file.rel.clone(), file.updated.clone())?;
-        let stable = |text: &str| repo.settings.format_module(text).map(|f| f == text);
-        if stable(&file.original).unwrap_or(false) {
+        if file.was_formatted {
             let formatted = repo
                 .settings
                 .format_module(&file.updated)

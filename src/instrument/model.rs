@@ -406,7 +406,10 @@ fn experts_probes(edits: &mut FileEdits, def: &StmtFunctionDef) -> Result<()> {
     edits.replace_lines(ret, &lines.join("\n"))
 }
 
-/// Adds `_do_mem: bool = False` after the last positional parameter, re-formatting the header.
+/// Adds the `_do_mem` parameter. A signature with a magic trailing comma gets a new
+/// `_do_mem: bool = False,` line, as the skill shows; one without gets `*, _do_mem: bool = False`
+/// (keyword-only, which is how it is passed), so `remove` can tell the two apart once Ruff has
+/// re-wrapped the header, and restore either to the byte.
 fn add_do_mem_parameter(edits: &mut FileEdits, def: &StmtFunctionDef) -> Result<()> {
     let src = edits.src;
     let params = &def.parameters;
@@ -414,44 +417,40 @@ fn add_do_mem_parameter(edits: &mut FileEdits, def: &StmtFunctionDef) -> Result<
         return Err(Error::Unsupported {
             file: src.rel.clone(),
             reason: format!(
-                "the experts `forward` (line {}) takes *args/**kwargs; memprints cannot add `_do_mem` to it",
+                "the experts `forward` (line {}) takes *args, keyword-only or **kwargs parameters; memprints cannot add `_do_mem` to it",
                 src.line_number(def.start().to_usize())
             ),
         });
     }
-    let last = params
-        .args
-        .last()
-        .expect("forward has parameters")
-        .end()
-        .to_usize();
+    let last = params.args.last().expect("forward has parameters");
+    let last_end = last.end().to_usize();
+    let magic_comma = src.text[last_end..params.end().to_usize()].contains(',');
+    if magic_comma {
+        let line = src.full_lines(last).1;
+        let text = format!(
+            "{}_do_mem: bool = False,{}",
+            src.indent_at(last.start().to_usize()),
+            src.newline()
+        );
+        edits.replace_raw(line, line, text);
+        return Ok(());
+    }
     let header_start = src.line_start(def.start().to_usize());
     let body_start = src.line_start(def.body[0].start().to_usize());
     let header = format!(
-        "{}, _do_mem: bool = False{}",
-        &src.text[header_start..last],
-        &src.text[last..body_start]
+        "{}, *, _do_mem: bool = False{}",
+        &src.text[header_start..last_end],
+        &src.text[last_end..body_start]
     );
-    let indent = src.indent_at(def.start().to_usize()).len();
-    let unit = " ".repeat(edits.settings.indent_width as usize);
-    let snippet = format!(
-        "{}{unit}pass",
-        crate::template::dedent(&header.replace('\r', ""), indent)
-    );
-    let formatted = edits
-        .settings
-        .format_snippet(&snippet, indent)
-        .map_err(|message| Error::Format {
-            file: src.rel.clone(),
-            message,
-        })?;
-    let formatted = formatted
-        .strip_suffix(&format!("\n{unit}pass"))
-        .unwrap_or(&formatted);
-    let text = format!(
-        "{}\n",
-        crate::template::indent(formatted, &" ".repeat(indent))
-    );
+    let text = reformat_header(
+        edits.settings,
+        &header,
+        src.indent_at(def.start().to_usize()).len(),
+    )
+    .map_err(|message| Error::Format {
+        file: src.rel.clone(),
+        message,
+    })?;
     let nl = src.newline();
     edits.replace_raw(
         header_start,
@@ -463,6 +462,28 @@ fn add_do_mem_parameter(edits: &mut FileEdits, def: &StmtFunctionDef) -> Result<
         },
     );
     Ok(())
+}
+
+/// Formats a function header (its `def` line(s), without the body) indented by `indent`
+/// columns, as Ruff would lay it out in place.
+pub fn reformat_header(
+    settings: &crate::edit::format::FormatSettings,
+    header: &str,
+    indent: usize,
+) -> Result<String, String> {
+    let unit = " ".repeat(settings.indent_width as usize);
+    let snippet = format!(
+        "{}{unit}pass",
+        crate::template::dedent(&header.replace('\r', ""), indent)
+    );
+    let formatted = settings.format_snippet(&snippet, indent)?;
+    let formatted = formatted
+        .strip_suffix(&format!("\n{unit}pass"))
+        .unwrap_or(&formatted);
+    Ok(format!(
+        "{}\n",
+        crate::template::indent(formatted, &" ".repeat(indent))
+    ))
 }
 
 fn edge_probes(edits: &mut FileEdits, layout: &ModelLayout) -> Result<()> {

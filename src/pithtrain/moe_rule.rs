@@ -106,7 +106,16 @@ pub fn moe_layers(model: &PySource, config_path: &Path) -> Result<MoeLayers> {
         }
     };
     let rule = rule.map(|(e, moe_when_true)| {
-        let text = model.slice(e);
+        let local = match e {
+            Expr::Name(name) => init.body.iter().find_map(|s| match s {
+                Stmt::Assign(a) if find::assigned_names(s) == [name.id.as_str()] => {
+                    Some(model.slice(s))
+                }
+                _ => None,
+            }),
+            _ => None,
+        };
+        let text = local.unwrap_or(model.slice(e));
         if moe_when_true {
             text.to_string()
         } else {
@@ -119,6 +128,15 @@ pub fn moe_layers(model: &PySource, config_path: &Path) -> Result<MoeLayers> {
         num_layers,
         moe,
     })
+}
+
+/// True when the model's decoder picks `self.mlp` by a rule (some layers are dense).
+pub fn has_rule(model: &PySource) -> Result<bool> {
+    let layout = ModelLayout::find(model)?;
+    let moe_class = layout.experts_owner(model);
+    Ok(find::method(layout.decoder, "__init__")
+        .and_then(|init| rule_of(init, moe_class.as_deref()))
+        .is_some())
 }
 
 /// The condition that picks `self.mlp`, and whether it picks the MoE class when it holds
