@@ -205,6 +205,7 @@ fn list(text: &Option<String>, what: &'static str) -> anyhow::Result<Option<Vec<
 fn add(args: AddArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let repo = Repo::locate(args.repo.repo.as_deref())?;
+    ops::check_version(&repo)?;
     let ranks = params::parse_index_list("--ranks", &args.ranks)?;
     let snapshot_dir = params::validate_snapshot_dir(&args.snapshot_dir)?;
     let explicit = list(&args.detail_layers, "--detail-layers")?;

@@ -22,6 +22,18 @@ pub enum LayerChoice {
     AllMoe,
 }
 
+/// Refuses a tree whose PithTrain predates the 5-stage layer API, before anything else is read.
+pub fn check_version(repo: &Repo) -> Result<()> {
+    let path = repo.root.join(pithtrain::EXECUTION);
+    if !path.is_file() {
+        return Err(Error::Unsupported {
+            file: pithtrain::EXECUTION.into(),
+            reason: "missing: this does not look like a PithTrain checkout".into(),
+        });
+    }
+    repo.check_version(&repo.read(pithtrain::EXECUTION)?)
+}
+
 /// Picks the detail layers: `explicit` when given (checked against `num_hidden_layers` when a
 /// config is known), else the first MoE layer and the next one.
 pub fn detail_layers(

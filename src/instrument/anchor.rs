@@ -18,6 +18,16 @@ pub fn missing(src: &PySource, function: &str, anchor: &str, near: usize) -> Err
     }
 }
 
+/// `Class.method` for a method, `function` for a top-level function.
+pub fn qualified(src: &PySource, def: &StmtFunctionDef) -> String {
+    find::classes(&src.module.body)
+        .find(|class| class.body.iter().any(|s| s.range() == def.range))
+        .map_or_else(
+            || def.name.to_string(),
+            |class| format!("{}.{}", class.name, def.name),
+        )
+}
+
 /// The top-level function `name`.
 pub fn function<'a>(src: &'a PySource, name: &str) -> Result<&'a StmtFunctionDef, Error> {
     find::function(&src.module.body, name)
@@ -33,7 +43,7 @@ pub fn call_stmt<'a>(
     find::find_deep(&def.body, &|stmt| find::simple_calls(stmt, callee)).ok_or_else(|| {
         missing(
             src,
-            def.name.as_str(),
+            &qualified(src, def),
             &format!("a call to `{callee}(...)`"),
             def.start().to_usize(),
         )
@@ -56,7 +66,7 @@ pub fn assignment<'a>(
     .ok_or_else(|| {
         missing(
             src,
-            def.name.as_str(),
+            &qualified(src, def),
             &format!("the assignment `{target_suffix} = ...`"),
             def.start().to_usize(),
         )
@@ -85,7 +95,7 @@ pub fn range_loop<'a>(
         .ok_or_else(|| {
             missing(
                 src,
-                def.name.as_str(),
+                &qualified(src, def),
                 &format!("the loop `for i in range({var}):`"),
                 def.start().to_usize(),
             )
@@ -134,7 +144,7 @@ pub fn comment_line(src: &PySource, def: &StmtFunctionDef, comment: &str) -> Res
     }
     Err(missing(
         src,
-        def.name.as_str(),
+        &qualified(src, def),
         &format!("the comment `{comment}`"),
         def.start().to_usize(),
     ))
