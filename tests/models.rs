@@ -5,7 +5,7 @@ mod codemod;
 
 use std::path::Path;
 
-use codemod::{OutputAssertExt, Tree};
+use codemod::Tree;
 
 fn stdout_of(out: &assert_cmd::assert::Assert) -> String {
     String::from_utf8_lossy(&out.get_output().stdout).to_string()
