@@ -4,7 +4,7 @@
 
 mod codemod;
 
-use codemod::{OutputAssertExt, SIX, Tree, changed};
+use codemod::{SIX, Tree, changed};
 use proptest::prelude::*;
 
 #[test]
