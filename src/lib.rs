@@ -18,6 +18,7 @@ pub mod remove;
 pub mod render;
 pub mod report;
 pub mod ruff;
+pub mod sample;
 pub mod status;
 pub mod template;
 pub mod write;

@@ -48,6 +48,9 @@ enum Command {
     /// Show which pipeline stage, model chunk and global ranks host each layer, and which detail
     /// layers will print.
     Plan(PlanArgs),
+    /// Show the whole job on an embedded sample tree (no PithTrain checkout needed): add the
+    /// prints, show the diff and the status, take them out again and check every byte is back.
+    Demo(DemoArgs),
     /// Turn the prints in training logs into a memory breakdown per rank.
     Report(memprints::report::cli::ReportArgs),
 }
@@ -131,6 +134,10 @@ struct AddArgs {
     /// Print the unified diff and write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Skip the skill's last step (`ruff check --fix` and `ruff format` on the changed files);
+    /// memprints has already checked in-process that they are ruff-formatted.
+    #[arg(long)]
+    no_ruff: bool,
     #[command(flatten)]
     repo: RepoArg,
     #[command(flatten)]
@@ -153,6 +160,13 @@ struct StatusArgs {
     json: bool,
     #[command(flatten)]
     repo: RepoArg,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Write the sample tree here and keep it (instrumented) instead of using a temporary folder.
+    #[arg(long, value_name = "DIR")]
+    keep: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -184,6 +198,7 @@ fn main() -> ExitCode {
         Command::Remove(args) => remove(args),
         Command::Status(args) => status_cmd(args),
         Command::Plan(args) => plan_cmd(args),
+        Command::Demo(args) => demo(args),
         Command::Report(args) => memprints::report::cli::execute(args),
     };
     match result {
@@ -246,11 +261,11 @@ fn add(args: AddArgs) -> anyhow::Result<u8> {
     }
     if let LayerChoice::Auto(moe) = &choice {
         let rule = match &moe.rule {
-            Some(rule) => format!("MoE layers are those where `{rule}`"),
+            Some(rule) => format!("MoE where `{rule}`"),
             None => "every layer is MoE".to_string(),
         };
         println!(
-            "detail layers {}: the first MoE layer and the next; {rule} with {} ({} layers)",
+            "detail layers {}: the first MoE layer and the next ({rule}; {}, {} layers)",
             params.layers_literal(),
             moe.config.display(),
             moe.num_layers
@@ -289,6 +304,9 @@ fn add(args: AddArgs) -> anyhow::Result<u8> {
     write::write_all(&repo.root, &replacements)?;
     let elapsed = started.elapsed();
     print_summary(&repo, &plan, elapsed);
+    if args.no_ruff {
+        return Ok(0);
+    }
     let rels: Vec<String> = changed
         .iter()
         .filter(|f| f.was_formatted)
@@ -348,11 +366,14 @@ fn warn_silent_layers(num_layers: u32, parallel: &Parallel, params: &Params) -> 
         placement::detail_printers(&chunks, &params.detail_layers, &params.ranks)
     {
         if printers.is_empty() {
-            let hosts: Vec<String> = chunks
+            let mut host_layers: Vec<u32> = chunks
                 .iter()
                 .filter(|c| c.profiled && params.ranks.iter().any(|r| c.global_ranks.contains(r)))
-                .flat_map(|c| c.layers.iter().map(|l| l.to_string()))
+                .flat_map(|c| c.layers.iter().copied())
                 .collect();
+            host_layers.sort_unstable();
+            host_layers.dedup();
+            let hosts: Vec<String> = host_layers.iter().map(u32::to_string).collect();
             let ranks_for_layer: Vec<String> = chunks
                 .iter()
                 .filter(|c| c.profiled && c.layers.contains(&layer))
@@ -404,7 +425,10 @@ fn print_summary(repo: &Repo, plan: &Plan, elapsed: std::time::Duration) {
             labels.extend(placed.labels.iter().cloned());
         }
     }
-    println!("log labels you will see: {}", labels.join("; "));
+    println!("log labels you will see:");
+    for label in labels {
+        println!("    {label}");
+    }
     println!("take it out again with: memprints remove");
 }
 
@@ -586,5 +610,75 @@ fn plan_cmd(args: PlanArgs) -> anyhow::Result<u8> {
             println!("detail layer {layer}: prints on ranks {:?}", ranks_printing);
         }
     }
+    Ok(0)
+}
+
+fn demo(args: DemoArgs) -> anyhow::Result<u8> {
+    let temp = tempfile::tempdir()?;
+    let root = args
+        .keep
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
+    memprints::sample::write(&root)?;
+    println!(
+        "== sample PithTrain look-alike written to {}\n",
+        root.display()
+    );
+    let repo_arg = || RepoArg {
+        repo: Some(root.clone()),
+    };
+    let parallel = ParallelArgs {
+        pp: Some(2),
+        ep: 1,
+        cp: 1,
+        world: None,
+        script: None,
+    };
+    println!("== memprints add tiny-moe --ranks 0,1 --pp 2");
+    add(AddArgs {
+        model: "tiny-moe".into(),
+        ranks: "0,1".into(),
+        detail_layers: None,
+        config: None,
+        snapshot_dir: "/tmp".into(),
+        on_existing: None,
+        dry_run: false,
+        no_ruff: false,
+        repo: repo_arg(),
+        parallel,
+    })?;
+    let model = "pithtrain/models/tiny_moe.py";
+    let original = memprints::sample::FILES
+        .iter()
+        .find(|(rel, _)| *rel == model)
+        .map(|(_, t)| *t)
+        .unwrap_or_default();
+    let now = std::fs::read_to_string(root.join(model))?;
+    println!("\n== what went into {model}:");
+    print!("{}", memprints::diff::unified(model, original, &now));
+    println!("\n== memprints status");
+    status_cmd(StatusArgs {
+        json: false,
+        repo: repo_arg(),
+    })?;
+    if args.keep.is_some() {
+        println!(
+            "\n== kept the instrumented tree in {}; `memprints remove --repo {0}` takes it out",
+            root.display()
+        );
+        return Ok(0);
+    }
+    println!("\n== memprints remove");
+    remove(RemoveArgs {
+        dry_run: false,
+        repo: repo_arg(),
+    })?;
+    let identical = memprints::sample::FILES
+        .iter()
+        .all(|(rel, text)| std::fs::read_to_string(root.join(rel)).is_ok_and(|now| now == *text));
+    if !identical {
+        bail!("the sample tree differs from the original after remove");
+    }
+    println!("\n== every file of the sample is back, byte for byte");
     Ok(0)
 }

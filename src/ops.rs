@@ -86,24 +86,38 @@ pub fn detail_layers(
 
 /// Plans `add` on a clean tree and checks it: parses, ruff-stable, and `remove` restores it.
 pub fn plan_add(repo: &Repo, model: &str, params: &Params) -> Result<Plan> {
-    let plan = instrument::plan(repo, model, params)?;
-    check(repo, &plan)?;
+    let mut plan = instrument::plan(repo, model, params)?;
+    check(repo, &mut plan)?;
     Ok(plan)
 }
 
-fn check(repo: &Repo, plan: &Plan) -> Result<()> {
-    instrument::check_formatting(repo, plan)?;
-    for file in &plan.files {
-        let src = PySource::parse(file.rel.clone(), file.updated.clone())?;
-        let restored = crate::remove::strip(&src, &repo.settings);
-        if restored != file.original {
-            return Err(Error::NotReversible {
-                file: file.rel.clone(),
-                diff: crate::diff::unified(&file.rel, &file.original, &restored),
-            });
-        }
-    }
-    Ok(())
+/// Checks every planned file (in parallel): it parses, it is as ruff-stable as the original was,
+/// and stripping it gives back the original bytes.
+fn check(repo: &Repo, plan: &mut Plan) -> Result<()> {
+    let results: Vec<Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = plan
+            .files
+            .iter_mut()
+            .map(|file| {
+                scope.spawn(move || {
+                    let parsed = instrument::check_formatting(repo, file)?;
+                    let restored = crate::remove::strip(&parsed, &repo.settings);
+                    if restored != file.original {
+                        return Err(Error::NotReversible {
+                            file: file.rel.clone(),
+                            diff: crate::diff::unified(&file.rel, &file.original, &restored),
+                        });
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a checking thread panicked"))
+            .collect()
+    });
+    results.into_iter().collect()
 }
 
 /// A file `remove` restores, or leaves alone.
@@ -248,7 +262,7 @@ pub fn plan_update(repo: &Repo, model: &str, params: &Params) -> Result<Plan> {
         .map(|f| PySource::parse(f.rel.clone(), f.restored.clone()))
         .collect::<Result<_>>()?;
     let mut plan = instrument::plan_sources(repo, model, params, &sources)?;
-    check(repo, &plan)?;
+    check(repo, &mut plan)?;
     for (file, removed) in plan.files.iter_mut().zip(&removal.files) {
         file.original = removed.current.clone();
     }

@@ -212,6 +212,16 @@ pub fn scan(repo: &Repo) -> Result<Status> {
             .captures(text)
             .map(|c| c[1].to_string())
     };
+    if state == State::Absent {
+        return Ok(Status {
+            state,
+            models,
+            ranks: None,
+            detail_layers: None,
+            snapshot_dir: None,
+            files: statuses,
+        });
+    }
     let execution = &files[0].2;
     let ranks = capture(execution, r"(?m)^_layer_mem_ranks = (\{[0-9, ]*\})$")
         .or_else(|| capture(&files[1].2, r"self\.rank in (\{[0-9, ]*\})"))

@@ -101,54 +101,64 @@ pub fn plan_sources(
     params: &Params,
     sources: &[PySource],
 ) -> Result<Plan> {
-    let mut files = Vec::new();
-    for (src, (_, kind)) in sources.iter().zip(targets(&sources[2].rel)) {
-        if kind != "model" && !binds_torch(src) {
-            return Err(Error::Unsupported {
-                file: src.rel.clone(),
-                reason: "the module does not `import torch`, which the inserted code needs; add the import and run memprints again".into(),
-            });
-        }
-        let mut edits = FileEdits::new(src, &repo.settings);
-        let mut placed = Vec::new();
-        match kind {
-            "execution" => {
-                helpers::layer(&mut edits, params, &mut placed)?;
-                layers::plan(&mut edits, params, &mut placed)?;
-            }
-            "dualpipev" => {
-                helpers::pipeline(&mut edits, &mut placed)?;
-                pipeline::plan(&mut edits, params, &mut placed)?;
-            }
-            "model" => model::plan(&mut edits, params, &mut placed)?,
-            "distributed" => distributed::plan(&mut edits, params, &mut placed)?,
-            "training" => {
-                helpers::setup(&mut edits, params, &mut placed)?;
-                setup::plan(&mut edits, &mut placed)?;
-            }
-            "pretrain_lm" => {
-                checkpoint::plan(&mut edits, params, &mut placed)?;
-                snapshot::plan(&mut edits, params, &mut placed)?;
-            }
-            _ => unreachable!("targets() names only these kinds"),
-        }
-        let updated = edits.apply()?;
-        let was_formatted = repo
-            .settings
-            .format_module(&src.text)
-            .is_ok_and(|f| f == src.text);
-        files.push(FileChange {
-            rel: src.rel.clone(),
-            original: src.text.clone(),
-            updated,
-            placed,
-            was_formatted,
-        });
-    }
+    // The six files are independent: plan them on all cores.
+    let results: Vec<Result<FileChange>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sources
+            .iter()
+            .zip(targets(&sources[2].rel))
+            .map(|(src, (_, kind))| scope.spawn(move || plan_file(repo, params, src, kind)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a planning thread panicked"))
+            .collect()
+    });
+    let files = results.into_iter().collect::<Result<Vec<_>>>()?;
     Ok(Plan {
         model: model.to_string(),
         params: params.clone(),
         files,
+    })
+}
+
+/// Plans one file's groups.
+fn plan_file(repo: &Repo, params: &Params, src: &PySource, kind: &str) -> Result<FileChange> {
+    if kind != "model" && !binds_torch(src) {
+        return Err(Error::Unsupported {
+            file: src.rel.clone(),
+            reason: "the module does not `import torch`, which the inserted code needs; add the import and run memprints again".into(),
+        });
+    }
+    let mut edits = FileEdits::new(src, &repo.settings);
+    let mut placed = Vec::new();
+    match kind {
+        "execution" => {
+            helpers::layer(&mut edits, params, &mut placed)?;
+            layers::plan(&mut edits, params, &mut placed)?;
+        }
+        "dualpipev" => {
+            helpers::pipeline(&mut edits, &mut placed)?;
+            pipeline::plan(&mut edits, params, &mut placed)?;
+        }
+        "model" => model::plan(&mut edits, params, &mut placed)?,
+        "distributed" => distributed::plan(&mut edits, params, &mut placed)?,
+        "training" => {
+            helpers::setup(&mut edits, params, &mut placed)?;
+            setup::plan(&mut edits, &mut placed)?;
+        }
+        "pretrain_lm" => {
+            checkpoint::plan(&mut edits, params, &mut placed)?;
+            snapshot::plan(&mut edits, params, &mut placed)?;
+        }
+        _ => unreachable!("targets() names only these kinds"),
+    }
+    let updated = edits.apply()?;
+    Ok(FileChange {
+        rel: src.rel.clone(),
+        original: src.text.clone(),
+        updated,
+        placed,
+        was_formatted: false,
     })
 }
 
@@ -164,26 +174,30 @@ fn binds_torch(src: &PySource) -> bool {
     })
 }
 
-/// Checks that every planned file parses and, where the original was stable under the
-/// repository's ruff format settings, that the rewritten one is too.
-pub fn check_formatting(repo: &Repo, plan: &Plan) -> Result<()> {
-    for file in &plan.files {
-        PySource::parse(file.rel.clone(), file.updated.clone())?;
-        if file.was_formatted {
-            let formatted = repo
-                .settings
-                .format_module(&file.updated)
-                .map_err(|message| Error::Format {
-                    file: file.rel.clone(),
-                    message,
-                })?;
-            if formatted != file.updated {
-                return Err(Error::Unstable {
-                    file: file.rel.clone(),
-                    diff: crate::diff::unified(&file.rel, &file.updated, &formatted),
-                });
-            }
-        }
+/// Checks that a planned file parses and, where the original was stable under the repository's
+/// ruff format settings, that the rewritten one is too; records which it was.
+pub fn check_formatting(repo: &Repo, file: &mut FileChange) -> Result<PySource> {
+    let parsed = PySource::parse(file.rel.clone(), file.updated.clone())?;
+    let formatted = repo
+        .settings
+        .format_module(&file.updated)
+        .map_err(|message| Error::Format {
+            file: file.rel.clone(),
+            message,
+        })?;
+    // Formatting the original is needed only when the result is not stable: then either the
+    // user's file was not formatted to begin with, or memprints inserted something unstable.
+    file.was_formatted = formatted == file.updated;
+    if !file.was_formatted
+        && repo
+            .settings
+            .format_module(&file.original)
+            .is_ok_and(|f| f == file.original)
+    {
+        return Err(Error::Unstable {
+            file: file.rel.clone(),
+            diff: crate::diff::unified(&file.rel, &file.updated, &formatted),
+        });
     }
-    Ok(())
+    Ok(parsed)
 }

@@ -322,23 +322,64 @@ fn json_val(value: &Json) -> Val {
     }
 }
 
+/// `if config.model_type == "x": ModelClass = C` (and its `elif`s) for the classes `classes`:
+/// the model types they serve.
+fn collect_model_types(src: &PySource, body: &[Stmt], classes: &[&str], out: &mut Vec<String>) {
+    for stmt in body {
+        let Stmt::If(if_stmt) = stmt else { continue };
+        let branches = std::iter::once((Some(&*if_stmt.test), &if_stmt.body[..])).chain(
+            if_stmt
+                .elif_else_clauses
+                .iter()
+                .map(|c| (c.test.as_ref(), &c.body[..])),
+        );
+        for (test, branch) in branches {
+            let assigns_class = branch.iter().any(|s| match s {
+                Stmt::Assign(a) => {
+                    matches!(&*a.value, Expr::Name(n) if classes.contains(&n.id.as_str()))
+                }
+                _ => false,
+            });
+            let Some(Expr::Compare(cmp)) = test else {
+                continue;
+            };
+            if !assigns_class || !src.slice(&*cmp.left).ends_with("model_type") {
+                continue;
+            }
+            if let [Expr::StringLiteral(literal)] = &cmp.comparators[..] {
+                out.push(literal.value.to_str().to_string());
+            }
+        }
+    }
+}
+
 /// The `examples/pretrain_lm/*/config.json` for a model module: `setup_model` in `training.py`
 /// maps each `model_type` to a model class, and its imports name the module.
 pub fn example_config(root: &Path, training: &PySource, module: &str) -> Option<PathBuf> {
-    let imports =
-        regex::Regex::new(r"from pithtrain\.models\.(\w+) import (\w+)").expect("valid regex");
-    let classes: Vec<&str> = imports
-        .captures_iter(&training.text)
-        .filter(|c| &c[1] == module)
-        .map(|c| c.get(2).expect("group 2").as_str())
+    let prefix = format!("pithtrain.models.{module}");
+    let classes: Vec<&str> = training
+        .module
+        .body
+        .iter()
+        .filter_map(|stmt| match stmt {
+            Stmt::ImportFrom(import)
+                if import.module.as_ref().is_some_and(|m| m.as_str() == prefix) =>
+            {
+                Some(import)
+            }
+            _ => None,
+        })
+        .flat_map(|import| {
+            import
+                .names
+                .iter()
+                .map(|alias| alias.asname.as_ref().unwrap_or(&alias.name).as_str())
+        })
         .collect();
-    let mapping = regex::Regex::new(r#"model_type == "([^"]+)":\s*\n\s*ModelClass = (\w+)"#)
-        .expect("valid regex");
-    let model_types: Vec<String> = mapping
-        .captures_iter(&training.text)
-        .filter(|c| classes.contains(&&c[2]))
-        .map(|c| c[1].to_string())
-        .collect();
+    let mut model_types = Vec::new();
+    if let Some(setup) = find::function(&training.module.body, "setup_model") {
+        collect_model_types(training, &setup.body, &classes, &mut model_types);
+    }
     let mut configs: Vec<PathBuf> = std::fs::read_dir(root.join("examples/pretrain_lm"))
         .ok()?
         .flatten()
