@@ -19,6 +19,7 @@ pub mod render;
 pub mod report;
 pub mod ruff;
 pub mod sample;
+pub mod snapshot;
 pub mod status;
 pub mod template;
 pub mod write;

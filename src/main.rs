@@ -51,6 +51,9 @@ enum Command {
     /// Show the whole job on an embedded sample tree (no PithTrain checkout needed): add the
     /// prints, show the diff and the status, take them out again and check every byte is back.
     Demo(DemoArgs),
+    /// Summarise torch.cuda.memory._snapshot() pickles: the peak, the stacks live at the peak,
+    /// OOMs; `snapshot diff A B` compares two.
+    Snapshot(memprints::snapshot::cli::SnapshotArgs),
     /// Turn the prints in training logs into a memory breakdown per rank.
     Report(memprints::report::cli::ReportArgs),
 }
@@ -200,6 +203,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan_cmd(args),
         Command::Demo(args) => demo(args),
         Command::Report(args) => memprints::report::cli::execute(args),
+        Command::Snapshot(args) => memprints::snapshot::cli::execute(args).map(|code| code as u8),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,27 @@
+//! Any bytes: the pickle reader and the snapshot model return a value or one error, never
+//! panic; whatever they accept, the analysis and every renderer handle.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use memprints::snapshot::{analyze, model::Snapshot, pickle, render};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(_value) = pickle::read(data, &mut pickle::ValueBuilder) {}
+    if let Ok(snapshot) = Snapshot::read(data) {
+        let devices = analyze::analyze(&snapshot);
+        if !devices.is_empty() {
+            let report = memprints::snapshot::SnapshotReport {
+                path: "fuzz".into(),
+                rank: None,
+                file_bytes: data.len() as u64,
+                events: snapshot.device_traces.iter().map(Vec::len).sum(),
+                devices,
+                allocator_settings: snapshot.allocator_settings,
+            };
+            let reports = [report];
+            let _ = render::text(&reports, 5);
+            let _ = render::json(&reports, &[], 5);
+            let _ = render::html(&reports, &[], 5);
+        }
+    }
+});

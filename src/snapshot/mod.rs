@@ -1,0 +1,174 @@
+//! `memprints snapshot`: reads `torch.cuda.memory._snapshot()` pickles without running Python
+//! and reports what held memory at the peak.
+//!
+//! The flow: [`pickle`] reads bytes into values without executing anything → [`model`] turns
+//! them into compact segments, trace entries and interned frames → [`analyze`] finds the peak,
+//! the stacks live there and the OOMs → [`diff`] compares two snapshots → [`render`] writes text,
+//! JSON (`schema/snapshot.schema.json`) or HTML with an SVG timeline. [`cli`] holds the clap
+//! arguments and `execute`.
+
+pub mod analyze;
+pub mod cli;
+pub mod diff;
+pub mod model;
+pub mod pickle;
+pub mod render;
+
+use std::fs::File;
+use std::io::{BufReader, IsTerminal, Read};
+use std::path::{Path, PathBuf};
+
+use analyze::DeviceReport;
+use model::{Snapshot, SnapshotError};
+
+/// Files at least this large get a progress bar (when stderr is a terminal).
+const PROGRESS_MIN_BYTES: u64 = 100 * 1024 * 1024;
+
+/// One analysed snapshot file.
+#[derive(Debug, Clone)]
+pub struct SnapshotReport {
+    pub path: String,
+    /// From `rank(\d+)` in the file name.
+    pub rank: Option<u32>,
+    pub file_bytes: u64,
+    /// Trace entries over all devices.
+    pub events: usize,
+    /// Primary device first (see [`analyze::analyze`]); never empty.
+    pub devices: Vec<DeviceReport>,
+    pub allocator_settings: Vec<(String, String)>,
+}
+
+impl SnapshotReport {
+    pub fn primary(&self) -> &DeviceReport {
+        &self.devices[0]
+    }
+}
+
+/// Why a snapshot file could not be reported on; one line.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Open {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Read { path: String, source: SnapshotError },
+    #[error("{path}: the snapshot holds no segments and no trace events")]
+    Empty { path: String },
+}
+
+/// Reads and analyses one snapshot file, with a progress bar on large files when `progress`.
+pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
+    let display = path.display().to_string();
+    let file = File::open(path).map_err(|source| LoadError::Open {
+        path: display.clone(),
+        source,
+    })?;
+    let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let bar = (progress && file_bytes >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal())
+        .then(|| {
+            let bar = indicatif::ProgressBar::new(file_bytes);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} {eta}",
+                )
+                .expect("static template")
+                .progress_chars("=> "),
+            );
+            bar.set_message(display.clone());
+            bar
+        });
+    let input = Progress {
+        inner: BufReader::with_capacity(1 << 20, file),
+        bar: bar.clone(),
+    };
+    let snapshot = Snapshot::read(input);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let snapshot = snapshot.map_err(|source| LoadError::Read {
+        path: display.clone(),
+        source,
+    })?;
+    let devices = analyze::analyze(&snapshot);
+    if devices.is_empty() {
+        return Err(LoadError::Empty { path: display });
+    }
+    Ok(SnapshotReport {
+        rank: rank_of(path),
+        path: display,
+        file_bytes,
+        events: snapshot.device_traces.iter().map(Vec::len).sum(),
+        devices,
+        allocator_settings: snapshot.allocator_settings,
+    })
+}
+
+struct Progress<R> {
+    inner: R,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl<R: Read> Read for Progress<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(bar) = &self.bar {
+            bar.inc(n as u64);
+        }
+        Ok(n)
+    }
+}
+
+/// The rank in a file name such as `memory_snapshot_rank3_step0.pickle` (`rank(\d+)`).
+pub fn rank_of(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    name.match_indices("rank").find_map(|(i, _)| {
+        let digits: String = name[i + 4..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    })
+}
+
+/// Expands directories into their `*.pickle` / `*.pkl` files (not recursive), sorted by rank
+/// then name; files are kept as given.
+pub fn expand_inputs(inputs: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for input in inputs {
+        if !input.is_dir() {
+            out.push(input.clone());
+            continue;
+        }
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(input)? {
+            let path = entry?.path();
+            let is_pickle = path
+                .extension()
+                .is_some_and(|e| e == "pickle" || e == "pkl");
+            if is_pickle && path.is_file() {
+                found.push(path);
+            }
+        }
+        found.sort_by(|a, b| rank_of(a).cmp(&rank_of(b)).then_with(|| a.cmp(b)));
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_comes_from_the_file_name() {
+        assert_eq!(
+            rank_of(Path::new("/tmp/memory_snapshot_rank12_step0.pickle")),
+            Some(12)
+        );
+        assert_eq!(rank_of(Path::new("/rank3/snap.pickle")), None);
+        assert_eq!(rank_of(Path::new("ranking_rank7.pickle")), Some(7));
+        assert_eq!(rank_of(Path::new("snap.pickle")), None);
+    }
+}

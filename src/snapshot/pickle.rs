@@ -1,0 +1,1188 @@
+//! A pickle reader that never executes anything.
+//!
+//! It reads the data-only subset of the pickle format that `pickle.dump` writes for plain
+//! Python values (protocols 2 to 5): `None`, booleans, ints of any width, floats, `str`,
+//! `bytes`, tuples, lists, dicts and sets, with `FRAME` and every memo opcode. Every opcode that
+//! would import or call Python code (`GLOBAL`, `STACK_GLOBAL`, `REDUCE`, `BUILD`, `INST`, `OBJ`,
+//! `NEWOBJ`, `NEWOBJ_EX`, `PERSID`, `BINPERSID`, `EXT1/2/4`, out-of-band buffers) is refused
+//! with an error naming the opcode and its byte offset; so are the text opcodes of protocol 0.
+//!
+//! # Why not `serde-pickle`
+//! `serde-pickle` 1.2 was evaluated first. It reads protocols 2 to 5 and wide ints, but it
+//! resolves every memo reference by deep-cloning the memoized value: a PyTorch snapshot shares
+//! one frames list between many trace entries, so a 1,048,576-entry trace would hold a private
+//! copy of ~10 frame dicts per entry. It also materialises the whole generic value tree (with
+//! a `BigInt` and a `String` per value) before any analysis can start, interprets some globals
+//! (`builtins.set`, `bytearray`, `encoding`) instead of refusing them, and has no nesting limit.
+//! This reader instead hands each finished value to a [`Build`] implementation, so the caller
+//! decides what a value becomes (the snapshot model turns trace-entry dicts into 40-byte
+//! records and interns frames as it reads), and memo references are cheap clones of whatever
+//! the builder returned.
+//!
+//! # Contract
+//! - Input is read once, front to back, through a fixed 256 KiB buffer; nothing after `STOP`
+//!   is read. `FRAME` lengths are read and ignored (framing is only a buffering hint).
+//! - A declared length never causes a preallocation: long strings grow as bytes arrive, so a
+//!   length larger than the file fails as a truncation.
+//! - Containers are handed to the builder once: when they leave the stack (appended to a
+//!   parent, set into a dict, or popped by `STOP`), or earlier, when a memo reference to them
+//!   is read (`pickle.dump` writes a container's items right after creating it, so it is
+//!   complete by then). Adding items to a container after that is refused: only a
+//!   self-referencing structure does it.
+//! - Limits: nesting depth [`MAX_DEPTH`], stack length [`MAX_STACK`], memo size [`MAX_MEMO`].
+//!   Every failure is one [`PickleError`] whose `Display` is one line with a byte offset.
+
+use std::io::{self, Read};
+
+/// Deepest nesting of containers accepted; PyTorch snapshots nest 6 levels.
+pub const MAX_DEPTH: u16 = 256;
+/// Most items on the pickle stack at once (marks included).
+pub const MAX_STACK: usize = 1 << 22;
+/// Most memo slots; a real 1,048,576-entry snapshot uses a few million.
+pub const MAX_MEMO: usize = 1 << 26;
+/// How far past the end of the memo a `BINPUT`/`LONG_BINPUT` index may jump.
+const MAX_MEMO_GAP: usize = 1 << 16;
+const BUFFER_BYTES: usize = 256 * 1024;
+
+/// Why a pickle could not be read. Each variant prints as one line naming the byte offset.
+#[derive(Debug, thiserror::Error)]
+pub enum PickleError {
+    #[error(
+        "refused pickle opcode {name} at byte {offset}: it would import or run Python code, which memprints never does"
+    )]
+    Refused { name: &'static str, offset: u64 },
+    #[error(
+        "unsupported pickle opcode {name} at byte {offset}: only binary protocols 2 to 5 are read"
+    )]
+    Unsupported { name: &'static str, offset: u64 },
+    #[error("unknown pickle opcode 0x{code:02x} at byte {offset}")]
+    UnknownOpcode { code: u8, offset: u64 },
+    #[error("pickle is truncated: input ends at byte {offset} inside {opcode}")]
+    Truncated { opcode: &'static str, offset: u64 },
+    #[error("malformed pickle: {opcode} at byte {offset}: {reason}")]
+    Malformed {
+        opcode: &'static str,
+        offset: u64,
+        reason: String,
+    },
+    #[error("pickle exceeds a limit: {opcode} at byte {offset}: {reason}")]
+    Limit {
+        opcode: &'static str,
+        offset: u64,
+        reason: String,
+    },
+    #[error("reading the pickle failed at byte {offset}: {source}")]
+    Io { offset: u64, source: io::Error },
+}
+
+/// Turns finished pickle values into the caller's representation.
+///
+/// Values are cloned once per memo reference, so `Value` should be cheap to clone (an `Rc`, an
+/// index). Sets and frozensets arrive as [`Build::list`].
+pub trait Build {
+    type Value: Clone;
+    fn none(&mut self) -> Self::Value;
+    fn bool(&mut self, value: bool) -> Self::Value;
+    fn int(&mut self, value: i64) -> Self::Value;
+    /// An int that does not fit an `i64`, as little-endian two's complement (at least 9 bytes).
+    fn big_int(&mut self, le_bytes: &[u8]) -> Self::Value;
+    fn float(&mut self, value: f64) -> Self::Value;
+    fn str(&mut self, value: &str) -> Self::Value;
+    fn bytes(&mut self, value: &[u8]) -> Self::Value;
+    fn tuple(&mut self, items: Vec<Self::Value>) -> Self::Value;
+    fn list(&mut self, items: Vec<Self::Value>) -> Self::Value;
+    fn dict(&mut self, items: Vec<(Self::Value, Self::Value)>) -> Self::Value;
+}
+
+/// Reads one pickle from `input` and returns the builder's value for its top-level object.
+pub fn read<R: Read, B: Build>(input: R, builder: &mut B) -> Result<B::Value, PickleError> {
+    Machine {
+        input: Input::new(input),
+        builder,
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo: Vec::new(),
+    }
+    .run()
+}
+
+/// A generic pickle value, for tests and small files. Shared memo references share the `Rc`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// Little-endian two's complement, for ints wider than an `i64`.
+    BigInt(std::rc::Rc<[u8]>),
+    Float(f64),
+    Str(std::rc::Rc<str>),
+    Bytes(std::rc::Rc<[u8]>),
+    Tuple(std::rc::Rc<[Value]>),
+    List(std::rc::Rc<[Value]>),
+    Dict(std::rc::Rc<[(Value, Value)]>),
+}
+
+/// Builds [`Value`]s.
+pub struct ValueBuilder;
+
+impl Build for ValueBuilder {
+    type Value = Value;
+    fn none(&mut self) -> Value {
+        Value::None
+    }
+    fn bool(&mut self, value: bool) -> Value {
+        Value::Bool(value)
+    }
+    fn int(&mut self, value: i64) -> Value {
+        Value::Int(value)
+    }
+    fn big_int(&mut self, le_bytes: &[u8]) -> Value {
+        Value::BigInt(le_bytes.into())
+    }
+    fn float(&mut self, value: f64) -> Value {
+        Value::Float(value)
+    }
+    fn str(&mut self, value: &str) -> Value {
+        Value::Str(value.into())
+    }
+    fn bytes(&mut self, value: &[u8]) -> Value {
+        Value::Bytes(value.into())
+    }
+    fn tuple(&mut self, items: Vec<Value>) -> Value {
+        Value::Tuple(items.into())
+    }
+    fn list(&mut self, items: Vec<Value>) -> Value {
+        Value::List(items.into())
+    }
+    fn dict(&mut self, items: Vec<(Value, Value)>) -> Value {
+        Value::Dict(items.into())
+    }
+}
+
+/// Decodes a little-endian two's complement integer of any width: `Ok(i64)` when it fits,
+/// otherwise `Err` with the bytes trimmed of redundant sign bytes (at least 9 remain).
+pub fn decode_long(le_bytes: &[u8]) -> Result<i64, &[u8]> {
+    let Some(&last) = le_bytes.last() else {
+        return Ok(0);
+    };
+    let sign_byte = if last & 0x80 != 0 { 0xff } else { 0x00 };
+    let mut len = le_bytes.len();
+    // Keep one byte whose top bit still carries the sign.
+    while len > 1
+        && le_bytes[len - 1] == sign_byte
+        && (le_bytes[len - 2] & 0x80) == (sign_byte & 0x80)
+    {
+        len -= 1;
+    }
+    let trimmed = &le_bytes[..len];
+    if len > 8 {
+        return Err(trimmed);
+    }
+    let mut buf = [sign_byte; 8];
+    buf[..len].copy_from_slice(trimmed);
+    Ok(i64::from_le_bytes(buf))
+}
+
+/// The name pickletools gives an opcode byte, if it is one.
+pub fn opcode_name(code: u8) -> Option<&'static str> {
+    Some(match code {
+        b'(' => "MARK",
+        b'.' => "STOP",
+        b'0' => "POP",
+        b'1' => "POP_MARK",
+        b'2' => "DUP",
+        b'F' => "FLOAT",
+        b'I' => "INT",
+        b'J' => "BININT",
+        b'K' => "BININT1",
+        b'L' => "LONG",
+        b'M' => "BININT2",
+        b'N' => "NONE",
+        b'P' => "PERSID",
+        b'Q' => "BINPERSID",
+        b'R' => "REDUCE",
+        b'S' => "STRING",
+        b'T' => "BINSTRING",
+        b'U' => "SHORT_BINSTRING",
+        b'V' => "UNICODE",
+        b'X' => "BINUNICODE",
+        b'a' => "APPEND",
+        b'b' => "BUILD",
+        b'c' => "GLOBAL",
+        b'd' => "DICT",
+        b'}' => "EMPTY_DICT",
+        b'e' => "APPENDS",
+        b'g' => "GET",
+        b'h' => "BINGET",
+        b'i' => "INST",
+        b'j' => "LONG_BINGET",
+        b'l' => "LIST",
+        b']' => "EMPTY_LIST",
+        b'o' => "OBJ",
+        b'p' => "PUT",
+        b'q' => "BINPUT",
+        b'r' => "LONG_BINPUT",
+        b's' => "SETITEM",
+        b't' => "TUPLE",
+        b')' => "EMPTY_TUPLE",
+        b'u' => "SETITEMS",
+        b'G' => "BINFLOAT",
+        0x80 => "PROTO",
+        0x81 => "NEWOBJ",
+        0x82 => "EXT1",
+        0x83 => "EXT2",
+        0x84 => "EXT4",
+        0x85 => "TUPLE1",
+        0x86 => "TUPLE2",
+        0x87 => "TUPLE3",
+        0x88 => "NEWTRUE",
+        0x89 => "NEWFALSE",
+        0x8a => "LONG1",
+        0x8b => "LONG4",
+        b'B' => "BINBYTES",
+        b'C' => "SHORT_BINBYTES",
+        0x8c => "SHORT_BINUNICODE",
+        0x8d => "BINUNICODE8",
+        0x8e => "BINBYTES8",
+        0x8f => "EMPTY_SET",
+        0x90 => "ADDITEMS",
+        0x91 => "FROZENSET",
+        0x92 => "NEWOBJ_EX",
+        0x93 => "STACK_GLOBAL",
+        0x94 => "MEMOIZE",
+        0x95 => "FRAME",
+        0x96 => "BYTEARRAY8",
+        0x97 => "NEXT_BUFFER",
+        0x98 => "READONLY_BUFFER",
+        _ => return None,
+    })
+}
+
+/// A buffered byte source that knows its absolute offset.
+struct Input<R> {
+    inner: R,
+    buf: Box<[u8]>,
+    pos: usize,
+    end: usize,
+    /// Absolute offset of `buf[0]`.
+    base: u64,
+    /// Holds strings longer than the buffer.
+    long: Vec<u8>,
+}
+
+impl<R: Read> Input<R> {
+    fn new(inner: R) -> Self {
+        Input {
+            inner,
+            buf: vec![0; BUFFER_BYTES].into_boxed_slice(),
+            pos: 0,
+            end: 0,
+            base: 0,
+            long: Vec::new(),
+        }
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Makes at least `n` (≤ buffer size) bytes available; `false` at end of input.
+    fn fill(&mut self, n: usize) -> Result<bool, PickleError> {
+        while self.end - self.pos < n {
+            if self.pos > 0 {
+                self.buf.copy_within(self.pos..self.end, 0);
+                self.base += self.pos as u64;
+                self.end -= self.pos;
+                self.pos = 0;
+            }
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(false),
+                Ok(read) => self.end += read,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(PickleError::Io {
+                        offset: self.offset(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    #[inline]
+    fn byte(&mut self, opcode: &'static str) -> Result<u8, PickleError> {
+        if self.pos == self.end && !self.fill(1)? {
+            return Err(self.truncated(opcode));
+        }
+        let b = self.buf[self.pos];
+        self.pos += 1;
+        Ok(b)
+    }
+
+    #[inline]
+    fn array<const N: usize>(&mut self, opcode: &'static str) -> Result<[u8; N], PickleError> {
+        if self.end - self.pos < N && !self.fill(N)? {
+            return Err(self.truncated(opcode));
+        }
+        let mut out = [0; N];
+        out.copy_from_slice(&self.buf[self.pos..self.pos + N]);
+        self.pos += N;
+        Ok(out)
+    }
+
+    /// Reads exactly `n` bytes. Never allocates more than the bytes actually present.
+    fn bytes(&mut self, n: u64, opcode: &'static str) -> Result<&[u8], PickleError> {
+        if n <= self.buf.len() as u64 {
+            let n = n as usize;
+            if self.end - self.pos < n && !self.fill(n)? {
+                return Err(self.truncated(opcode));
+            }
+            let start = self.pos;
+            self.pos += n;
+            return Ok(&self.buf[start..start + n]);
+        }
+        self.long.clear();
+        self.long.extend_from_slice(&self.buf[self.pos..self.end]);
+        self.base += self.end as u64;
+        self.pos = 0;
+        self.end = 0;
+        let want = n - self.long.len() as u64;
+        let got = (&mut self.inner)
+            .take(want)
+            .read_to_end(&mut self.long)
+            .map_err(|source| PickleError::Io {
+                offset: self.base,
+                source,
+            })?;
+        self.base += got as u64;
+        if (got as u64) < want {
+            return Err(self.truncated(opcode));
+        }
+        Ok(&self.long)
+    }
+
+    fn truncated(&self, opcode: &'static str) -> PickleError {
+        PickleError::Truncated {
+            opcode,
+            offset: self.base + self.end as u64,
+        }
+    }
+}
+
+/// One slot of the pickle stack. Containers stay open (mutable) until they leave the stack.
+/// `u16` is the nesting depth; an open container's `u32` is its memo index, or [`NO_MEMO`].
+enum Slot<V> {
+    Mark,
+    Value(V, u16),
+    List(Vec<V>, u16, u32),
+    Dict(Vec<(V, V)>, u16, u32),
+}
+
+const NO_MEMO: u32 = u32::MAX;
+
+enum Memo<V> {
+    Empty,
+    /// A container still open at this stack index.
+    Open(usize),
+    /// Another index for the same open container (memoized twice).
+    Alias(u32),
+    Ready(V, u16),
+}
+
+struct Machine<'b, R, B: Build> {
+    input: Input<R>,
+    builder: &'b mut B,
+    stack: Vec<Slot<B::Value>>,
+    /// Stack indices of the `MARK` slots, innermost last.
+    marks: Vec<usize>,
+    memo: Vec<Memo<B::Value>>,
+}
+
+impl<R: Read, B: Build> Machine<'_, R, B> {
+    fn run(mut self) -> Result<B::Value, PickleError> {
+        loop {
+            let offset = self.input.offset();
+            let code = self.input.byte("an opcode")?;
+            let Some(name) = opcode_name(code) else {
+                return Err(PickleError::UnknownOpcode { code, offset });
+            };
+            let err = |reason: &str| PickleError::Malformed {
+                opcode: name,
+                offset,
+                reason: reason.to_string(),
+            };
+            match code {
+                0x80 => {
+                    let proto = self.input.byte(name)?;
+                    if proto > 5 {
+                        return Err(err(&format!("protocol {proto} is newer than 5")));
+                    }
+                }
+                0x95 => {
+                    self.input.array::<8>(name)?;
+                }
+                b'.' => {
+                    if self.stack.len() != 1 {
+                        return Err(err(&format!(
+                            "{} items on the stack, expected 1",
+                            self.stack.len()
+                        )));
+                    }
+                    let (value, _) = self.pop_value(name, offset)?;
+                    return Ok(value);
+                }
+                b'(' => {
+                    self.marks.push(self.stack.len());
+                    self.push(Slot::Mark, name, offset)?;
+                }
+                b'0' => match self.stack.last() {
+                    None => return Err(err("stack is empty")),
+                    Some(Slot::Mark) => {
+                        self.stack.pop();
+                        self.marks.pop();
+                    }
+                    Some(_) => {
+                        self.pop_value(name, offset)?;
+                    }
+                },
+                b'1' => {
+                    self.pop_mark(name, offset)?;
+                }
+                b'2' => match self.stack.last() {
+                    Some(Slot::Value(v, depth)) => {
+                        let slot = Slot::Value(v.clone(), *depth);
+                        self.push(slot, name, offset)?;
+                    }
+                    _ => return Err(err("can only duplicate a finished value")),
+                },
+                b'N' => {
+                    let v = self.builder.none();
+                    self.push_value(v, name, offset)?;
+                }
+                0x88 | 0x89 => {
+                    let v = self.builder.bool(code == 0x88);
+                    self.push_value(v, name, offset)?;
+                }
+                b'J' => {
+                    let v = i32::from_le_bytes(self.input.array(name)?);
+                    let v = self.builder.int(v.into());
+                    self.push_value(v, name, offset)?;
+                }
+                b'K' => {
+                    let v = self.input.byte(name)?;
+                    let v = self.builder.int(v.into());
+                    self.push_value(v, name, offset)?;
+                }
+                b'M' => {
+                    let v = u16::from_le_bytes(self.input.array(name)?);
+                    let v = self.builder.int(v.into());
+                    self.push_value(v, name, offset)?;
+                }
+                0x8a | 0x8b => {
+                    let len = if code == 0x8a {
+                        u64::from(self.input.byte(name)?)
+                    } else {
+                        let len = i32::from_le_bytes(self.input.array(name)?);
+                        u64::try_from(len).map_err(|_| err("negative byte count"))?
+                    };
+                    let bytes = self.input.bytes(len, name)?;
+                    let v = match decode_long(bytes) {
+                        Ok(v) => self.builder.int(v),
+                        Err(wide) => self.builder.big_int(wide),
+                    };
+                    self.push_value(v, name, offset)?;
+                }
+                b'G' => {
+                    let v = f64::from_be_bytes(self.input.array(name)?);
+                    let v = self.builder.float(v);
+                    self.push_value(v, name, offset)?;
+                }
+                0x8c | b'X' | 0x8d | b'U' | b'T' => {
+                    let len = self.read_len(code, name, offset)?;
+                    let bytes = self.input.bytes(len, name)?;
+                    let v = match std::str::from_utf8(bytes) {
+                        Ok(s) => self.builder.str(s),
+                        // Python writes lone surrogates with "surrogatepass"; keep going.
+                        Err(_) => {
+                            let s = String::from_utf8_lossy(bytes).into_owned();
+                            self.builder.str(&s)
+                        }
+                    };
+                    self.push_value(v, name, offset)?;
+                }
+                b'C' | b'B' | 0x8e | 0x96 => {
+                    let len = self.read_len(code, name, offset)?;
+                    let bytes = self.input.bytes(len, name)?;
+                    let v = self.builder.bytes(bytes);
+                    self.push_value(v, name, offset)?;
+                }
+                b')' => {
+                    let v = self.builder.tuple(Vec::new());
+                    self.push_value(v, name, offset)?;
+                }
+                0x85..=0x87 => {
+                    let n = usize::from(code - 0x84);
+                    if self.items_above_mark() < n {
+                        return Err(err("not enough items on the stack"));
+                    }
+                    let mut items = Vec::with_capacity(n);
+                    let mut depth = 0;
+                    for _ in 0..n {
+                        let (v, d) = self.pop_value(name, offset)?;
+                        depth = depth.max(d);
+                        items.push(v);
+                    }
+                    items.reverse();
+                    let v = self.builder.tuple(items);
+                    self.push_nested(v, depth, name, offset)?;
+                }
+                b't' => {
+                    let (items, depth) = self.pop_mark(name, offset)?;
+                    let v = self.builder.tuple(items);
+                    self.push_nested(v, depth, name, offset)?;
+                }
+                0x91 => {
+                    let (items, depth) = self.pop_mark(name, offset)?;
+                    let v = self.builder.list(items);
+                    self.push_nested(v, depth, name, offset)?;
+                }
+                b']' | 0x8f => self.push(Slot::List(Vec::new(), 1, NO_MEMO), name, offset)?,
+                b'}' => self.push(Slot::Dict(Vec::new(), 1, NO_MEMO), name, offset)?,
+                b'l' => {
+                    let (items, depth) = self.pop_mark(name, offset)?;
+                    let depth = self.nested_depth(depth, name, offset)?;
+                    self.push(Slot::List(items, depth, NO_MEMO), name, offset)?;
+                }
+                b'd' => {
+                    let (items, depth) = self.pop_mark(name, offset)?;
+                    let pairs = pairs(items).ok_or_else(|| err("odd number of items"))?;
+                    let depth = self.nested_depth(depth, name, offset)?;
+                    self.push(Slot::Dict(pairs, depth, NO_MEMO), name, offset)?;
+                }
+                b'a' | b's' => {
+                    let mark = self
+                        .stack
+                        .len()
+                        .checked_sub(if code == b'a' { 1 } else { 2 });
+                    match mark {
+                        Some(at) if at >= self.marks.last().map_or(0, |m| m + 1) => {
+                            self.extend(at, false, name, offset)?;
+                        }
+                        _ => return Err(err("not enough items on the stack")),
+                    }
+                }
+                b'e' | 0x90 | b'u' => {
+                    let Some(mark) = self.marks.pop() else {
+                        return Err(err("no MARK on the stack"));
+                    };
+                    self.extend(mark + 1, true, name, offset)?;
+                }
+                0x94 => {
+                    let index = self.memo.len();
+                    self.memoize(index, name, offset)?;
+                }
+                b'q' => {
+                    let index = self.input.byte(name)?;
+                    self.memoize(index.into(), name, offset)?;
+                }
+                b'r' => {
+                    let index = u32::from_le_bytes(self.input.array(name)?);
+                    self.memoize(index as usize, name, offset)?;
+                }
+                b'h' => {
+                    let index = self.input.byte(name)?;
+                    self.memo_get(index.into(), name, offset)?;
+                }
+                b'j' => {
+                    let index = u32::from_le_bytes(self.input.array(name)?);
+                    self.memo_get(index as usize, name, offset)?;
+                }
+                b'c' | 0x93 | b'R' | b'b' | b'i' | b'o' | 0x81 | 0x92 | b'P' | b'Q' | 0x82
+                | 0x83 | 0x84 | 0x97 | 0x98 => {
+                    return Err(PickleError::Refused { name, offset });
+                }
+                _ => return Err(PickleError::Unsupported { name, offset }),
+            }
+        }
+    }
+
+    fn read_len(&mut self, code: u8, name: &'static str, offset: u64) -> Result<u64, PickleError> {
+        Ok(match code {
+            0x8c | b'U' | b'C' => self.input.byte(name)?.into(),
+            b'X' | b'B' => u32::from_le_bytes(self.input.array(name)?).into(),
+            b'T' => {
+                let len = i32::from_le_bytes(self.input.array(name)?);
+                u64::try_from(len).map_err(|_| PickleError::Malformed {
+                    opcode: name,
+                    offset,
+                    reason: "negative length".into(),
+                })?
+            }
+            _ => u64::from_le_bytes(self.input.array(name)?),
+        })
+    }
+
+    fn push(
+        &mut self,
+        slot: Slot<B::Value>,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(), PickleError> {
+        if self.stack.len() >= MAX_STACK {
+            return Err(PickleError::Limit {
+                opcode: name,
+                offset,
+                reason: format!("more than {MAX_STACK} items on the stack"),
+            });
+        }
+        self.stack.push(slot);
+        Ok(())
+    }
+
+    fn push_value(
+        &mut self,
+        v: B::Value,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(), PickleError> {
+        self.push(Slot::Value(v, 0), name, offset)
+    }
+
+    fn nested_depth(
+        &self,
+        child_depth: u16,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<u16, PickleError> {
+        let depth = child_depth + 1;
+        if depth > MAX_DEPTH {
+            return Err(PickleError::Limit {
+                opcode: name,
+                offset,
+                reason: format!("containers nested deeper than {MAX_DEPTH}"),
+            });
+        }
+        Ok(depth)
+    }
+
+    fn push_nested(
+        &mut self,
+        v: B::Value,
+        child_depth: u16,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(), PickleError> {
+        let depth = self.nested_depth(child_depth, name, offset)?;
+        self.push(Slot::Value(v, depth), name, offset)
+    }
+
+    fn items_above_mark(&self) -> usize {
+        self.stack.len() - self.marks.last().map_or(0, |m| m + 1)
+    }
+
+    /// Closes a slot: an open container goes to the builder and its memo slot becomes ready.
+    fn close(
+        &mut self,
+        slot: Slot<B::Value>,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(B::Value, u16), PickleError> {
+        close_slot(self.builder, &mut self.memo, slot, name, offset)
+    }
+
+    fn pop_value(
+        &mut self,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(B::Value, u16), PickleError> {
+        if self.items_above_mark() == 0 {
+            return Err(PickleError::Malformed {
+                opcode: name,
+                offset,
+                reason: "no value on the stack".into(),
+            });
+        }
+        let slot = self.stack.pop().expect("items_above_mark counted it");
+        self.close(slot, name, offset)
+    }
+
+    /// Pops everything above the innermost mark, and the mark; returns the items, oldest first,
+    /// and their deepest depth.
+    fn pop_mark(
+        &mut self,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(Vec<B::Value>, u16), PickleError> {
+        let Some(mark) = self.marks.pop() else {
+            return Err(PickleError::Malformed {
+                opcode: name,
+                offset,
+                reason: "no MARK on the stack".into(),
+            });
+        };
+        let mut items = Vec::with_capacity(self.stack.len() - mark - 1);
+        let mut depth = 0;
+        for slot in self.stack.drain(mark + 1..) {
+            let (v, d) = close_slot(self.builder, &mut self.memo, slot, name, offset)?;
+            depth = depth.max(d);
+            items.push(v);
+        }
+        self.stack.pop();
+        Ok((items, depth))
+    }
+
+    /// Moves the slots from `from` up into the open list or dict just below `from` (below the
+    /// mark when `marked`, which is then popped too).
+    fn extend(
+        &mut self,
+        from: usize,
+        marked: bool,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(), PickleError> {
+        let malformed = |reason: &str| PickleError::Malformed {
+            opcode: name,
+            offset,
+            reason: reason.to_string(),
+        };
+        let target_at = if marked {
+            from.checked_sub(2)
+        } else {
+            from.checked_sub(1)
+        };
+        // The target must not be a mark, and not sit below another mark.
+        let floor = self.marks.last().map_or(0, |m| m + 1);
+        let target_at = match target_at {
+            Some(t) if t >= floor && !matches!(self.stack[t], Slot::Mark) => t,
+            _ => return Err(malformed("no list, set or dict below the items")),
+        };
+        let mut target = std::mem::replace(&mut self.stack[target_at], Slot::Mark);
+        let result = self.fill(&mut target, from, name, offset);
+        self.stack.truncate(target_at + 1);
+        self.stack[target_at] = target;
+        result
+    }
+
+    fn fill(
+        &mut self,
+        target: &mut Slot<B::Value>,
+        from: usize,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(), PickleError> {
+        let limit = |depth: u16| {
+            if depth >= MAX_DEPTH {
+                Err(PickleError::Limit {
+                    opcode: name,
+                    offset,
+                    reason: format!("containers nested deeper than {MAX_DEPTH}"),
+                })
+            } else {
+                Ok(depth + 1)
+            }
+        };
+        let mut slots = self.stack.drain(from..);
+        match target {
+            Slot::List(list, depth, _) => {
+                list.reserve(slots.len());
+                for slot in slots {
+                    let (v, d) = close_slot(self.builder, &mut self.memo, slot, name, offset)?;
+                    *depth = (*depth).max(limit(d)?);
+                    list.push(v);
+                }
+                Ok(())
+            }
+            Slot::Dict(dict, depth, _) => {
+                if !slots.len().is_multiple_of(2) {
+                    return Err(PickleError::Malformed {
+                        opcode: name,
+                        offset,
+                        reason: "odd number of items".into(),
+                    });
+                }
+                dict.reserve(slots.len() / 2);
+                while let (Some(k), Some(v)) = (slots.next(), slots.next()) {
+                    let (k, dk) = close_slot(self.builder, &mut self.memo, k, name, offset)?;
+                    let (v, dv) = close_slot(self.builder, &mut self.memo, v, name, offset)?;
+                    *depth = (*depth).max(limit(dk.max(dv))?);
+                    dict.push((k, v));
+                }
+                Ok(())
+            }
+            _ => Err(PickleError::Malformed {
+                opcode: name,
+                offset,
+                reason: "target is not a list, set or dict being built (or is already referenced, as in a self-referencing structure)".into(),
+            }),
+        }
+    }
+
+    /// The top slot, unless it is a mark (a mark's slot is never a target).
+    fn open_top(&mut self) -> Option<&mut Slot<B::Value>> {
+        if self.items_above_mark() == 0 {
+            return None;
+        }
+        self.stack.last_mut()
+    }
+
+    fn memoize(
+        &mut self,
+        index: usize,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(), PickleError> {
+        if index >= MAX_MEMO || index > self.memo.len() + MAX_MEMO_GAP {
+            return Err(PickleError::Limit {
+                opcode: name,
+                offset,
+                reason: format!(
+                    "memo index {index} is too large ({} entries so far)",
+                    self.memo.len()
+                ),
+            });
+        }
+        if index >= self.memo.len() {
+            self.memo.resize_with(index + 1, || Memo::Empty);
+        }
+        let at = self.stack.len().saturating_sub(1);
+        let entry = match self.open_top() {
+            None => {
+                return Err(PickleError::Malformed {
+                    opcode: name,
+                    offset,
+                    reason: "nothing to memoize".into(),
+                });
+            }
+            Some(Slot::Value(v, depth)) => Memo::Ready(v.clone(), *depth),
+            Some(Slot::List(_, _, id) | Slot::Dict(_, _, id)) => {
+                if *id == NO_MEMO || *id as usize == index {
+                    *id = index as u32;
+                    Memo::Open(at)
+                } else {
+                    Memo::Alias(*id)
+                }
+            }
+            Some(Slot::Mark) => unreachable!("open_top never returns a mark"),
+        };
+        self.memo[index] = entry;
+        Ok(())
+    }
+
+    fn memo_get(
+        &mut self,
+        index: usize,
+        name: &'static str,
+        offset: u64,
+    ) -> Result<(), PickleError> {
+        let index = match self.memo.get(index) {
+            Some(&Memo::Alias(first)) => first as usize,
+            _ => index,
+        };
+        if let Some(&Memo::Open(at)) = self.memo.get(index)
+            && matches!(self.stack.get(at), Some(Slot::List(..) | Slot::Dict(..)))
+        {
+            // Close the container where it stands; it can no longer receive items.
+            let open = std::mem::replace(&mut self.stack[at], Slot::Mark);
+            let (v, depth) = self.close(open, name, offset)?;
+            self.stack[at] = Slot::Value(v, depth);
+        }
+        let slot = match self.memo.get(index) {
+            Some(Memo::Ready(v, depth)) => Slot::Value(v.clone(), *depth),
+            // Only reachable when one memo index was stored over and over for different
+            // containers; no pickler does that.
+            Some(Memo::Open(_) | Memo::Alias(_)) => {
+                return Err(PickleError::Malformed {
+                    opcode: name,
+                    offset,
+                    reason: format!(
+                        "memo index {index} was overwritten while its container was being built"
+                    ),
+                });
+            }
+            Some(Memo::Empty) | None => {
+                return Err(PickleError::Malformed {
+                    opcode: name,
+                    offset,
+                    reason: format!(
+                        "memo index {index} was never stored ({} entries)",
+                        self.memo.len()
+                    ),
+                });
+            }
+        };
+        self.push(slot, name, offset)
+    }
+}
+
+/// See [`Machine::close`]; a free function so it can run while the stack is being drained.
+fn close_slot<B: Build>(
+    builder: &mut B,
+    memo: &mut [Memo<B::Value>],
+    slot: Slot<B::Value>,
+    name: &'static str,
+    offset: u64,
+) -> Result<(B::Value, u16), PickleError> {
+    let (value, depth, id) = match slot {
+        Slot::Value(v, depth) => return Ok((v, depth)),
+        Slot::Mark => {
+            return Err(PickleError::Malformed {
+                opcode: name,
+                offset,
+                reason: "found MARK where a value was expected".into(),
+            });
+        }
+        Slot::List(items, depth, id) => (builder.list(items), depth, id),
+        Slot::Dict(items, depth, id) => (builder.dict(items), depth, id),
+    };
+    if id != NO_MEMO {
+        memo[id as usize] = Memo::Ready(value.clone(), depth);
+    }
+    Ok((value, depth))
+}
+
+fn pairs<V>(items: Vec<V>) -> Option<Vec<(V, V)>> {
+    if !items.len().is_multiple_of(2) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(items.len() / 2);
+    let mut it = items.into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        out.push((k, v));
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(bytes: &[u8]) -> Result<Value, PickleError> {
+        read(bytes, &mut ValueBuilder)
+    }
+
+    fn s(text: &str) -> Value {
+        Value::Str(text.into())
+    }
+
+    #[test]
+    fn reads_a_protocol_2_dict_with_memo_references() {
+        // pickle.dumps({'a': [1, 'x'], 'b': 'x'}, 2) with the 'x' memoized and reused.
+        let bytes = b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01]q\x02(K\x01X\x01\x00\x00\x00xq\x03eX\x01\x00\x00\x00bq\x04h\x03u.";
+        let v = parse(bytes).unwrap();
+        let expected = Value::Dict(
+            vec![
+                (s("a"), Value::List(vec![Value::Int(1), s("x")].into())),
+                (s("b"), s("x")),
+            ]
+            .into(),
+        );
+        assert_eq!(v, expected);
+    }
+
+    #[test]
+    fn reads_protocol_5_frames_and_memoize() {
+        // pickle.dumps(('é', b'\x00', None, True, 1.5), 5)
+        let bytes = b"\x80\x05\x95\x18\x00\x00\x00\x00\x00\x00\x00(\x8c\x02\xc3\xa9\x94C\x01\x00\x94N\x88G?\xf8\x00\x00\x00\x00\x00\x00t\x94.";
+        let v = parse(bytes).unwrap();
+        let expected = Value::Tuple(
+            vec![
+                s("é"),
+                Value::Bytes(vec![0u8].into()),
+                Value::None,
+                Value::Bool(true),
+                Value::Float(1.5),
+            ]
+            .into(),
+        );
+        assert_eq!(v, expected);
+    }
+
+    #[test]
+    fn long1_wider_than_8_bytes_is_kept_whole() {
+        // pickle.dumps(2**64, 2) = LONG1 with 9 bytes.
+        let v = parse(b"\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.").unwrap();
+        assert_eq!(v, Value::BigInt(vec![0, 0, 0, 0, 0, 0, 0, 0, 1].into()));
+        // -1 written with redundant sign bytes still fits an i64.
+        let v = parse(b"\x80\x02\x8a\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff.").unwrap();
+        assert_eq!(v, Value::Int(-1));
+        // 2**63 - 1 and -2**63 fit; LONG1 of length 0 is 0.
+        assert_eq!(
+            decode_long(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00]),
+            Ok(i64::MAX)
+        );
+        assert_eq!(decode_long(&[0, 0, 0, 0, 0, 0, 0, 0x80]), Ok(i64::MIN));
+        assert_eq!(decode_long(&[]), Ok(0));
+    }
+
+    #[test]
+    fn long4_with_negative_length_is_malformed() {
+        let e = parse(b"\x80\x02\x8b\xff\xff\xff\xff.").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "malformed pickle: LONG4 at byte 2: negative byte count"
+        );
+    }
+
+    #[test]
+    fn global_is_refused_with_its_offset() {
+        let e = parse(b"\x80\x02cos\nsystem\nq\x00.").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "refused pickle opcode GLOBAL at byte 2: it would import or run Python code, which memprints never does"
+        );
+    }
+
+    #[test]
+    fn reduce_is_refused_even_without_a_global() {
+        let e = parse(b"\x80\x02))R.").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("refused pickle opcode REDUCE at byte 4"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn text_protocol_opcodes_are_unsupported() {
+        let e = parse(b"I42\n.").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("unsupported pickle opcode INT at byte 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_opcode_is_named_by_hex() {
+        let e = parse(b"\x80\x04\xff").unwrap_err();
+        assert_eq!(e.to_string(), "unknown pickle opcode 0xff at byte 2");
+    }
+
+    #[test]
+    fn truncated_pickle_names_where_input_ends() {
+        let e = parse(b"\x80\x02X\x05\x00\x00\x00ab").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "pickle is truncated: input ends at byte 9 inside BINUNICODE"
+        );
+        let e = parse(b"\x80\x02]q\x00(K\x01").unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+        assert!(parse(b"").unwrap_err().to_string().contains("truncated"));
+    }
+
+    #[test]
+    fn huge_declared_length_fails_as_truncation_without_allocating() {
+        let e = parse(b"\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x40abc").unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+        let e = parse(b"\x80\x04\x8e\xff\xff\xff\xff\xff\xff\xff\xffabc").unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn strings_longer_than_the_buffer_are_read_whole() {
+        let n = BUFFER_BYTES * 2 + 7;
+        let mut bytes = b"\x80\x04\x8d".to_vec();
+        bytes.extend_from_slice(&(n as u64).to_le_bytes());
+        bytes.extend(std::iter::repeat_n(b'z', n));
+        bytes.push(b'.');
+        let Value::Str(text) = parse(&bytes).unwrap() else {
+            panic!("expected a string")
+        };
+        assert_eq!(text.len(), n);
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let mut bytes = b"\x80\x04N".to_vec();
+        bytes.extend(std::iter::repeat_n(0x85u8, 10_000));
+        bytes.push(b'.');
+        let e = parse(&bytes).unwrap_err();
+        assert!(e.to_string().contains("nested deeper than 256"), "{e}");
+
+        let mut bytes = b"\x80\x04".to_vec();
+        bytes.extend(std::iter::repeat_n(b']', 10_000));
+        bytes.extend(std::iter::repeat_n(b'a', 9_999));
+        bytes.push(b'.');
+        let e = parse(&bytes).unwrap_err();
+        assert!(e.to_string().contains("nested deeper than 256"), "{e}");
+    }
+
+    #[test]
+    fn memo_index_out_of_range_is_malformed() {
+        let e = parse(b"\x80\x02h\x07.").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "malformed pickle: BINGET at byte 2: memo index 7 was never stored (0 entries)"
+        );
+        let e = parse(b"\x80\x02Nr\xff\xff\xff\xff.").unwrap_err();
+        assert!(
+            e.to_string().contains("memo index 4294967295 is too large"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn self_referencing_list_is_refused() {
+        // l = []; l.append(l); pickle.dumps(l, 2)
+        let e = parse(b"\x80\x02]q\x00h\x00a.").unwrap_err();
+        assert!(e.to_string().contains("self-referencing"), "{e}");
+        // d = {}; d['k'] = d
+        let e = parse(b"\x80\x02}q\x00X\x01\x00\x00\x00kh\x00s.").unwrap_err();
+        assert!(e.to_string().contains("self-referencing"), "{e}");
+    }
+
+    #[test]
+    fn a_container_referenced_before_its_parent_is_complete_reads() {
+        // e = []; pickle.dumps({'a': e, 'b': [e]}, 2): 'e' is referenced while the dict's
+        // items are still on the stack.
+        let bytes =
+            b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01]q\x02X\x01\x00\x00\x00bq\x03]q\x04h\x02au.";
+        let empty = Value::List(Vec::new().into());
+        let expected = Value::Dict(
+            vec![
+                (s("a"), empty.clone()),
+                (s("b"), Value::List(vec![empty].into())),
+            ]
+            .into(),
+        );
+        assert_eq!(parse(bytes).unwrap(), expected);
+    }
+
+    #[test]
+    fn stop_needs_exactly_one_value() {
+        let e = parse(b"\x80\x02NN.").unwrap_err();
+        assert!(e.to_string().contains("2 items on the stack"), "{e}");
+        let e = parse(b"\x80\x02.").unwrap_err();
+        assert!(e.to_string().contains("0 items on the stack"), "{e}");
+    }
+
+    #[test]
+    fn setitems_with_odd_items_and_appends_without_list_are_malformed() {
+        let e = parse(b"\x80\x02}(Nu.").unwrap_err();
+        assert!(e.to_string().contains("odd number of items"), "{e}");
+        let e = parse(b"\x80\x02N(Ne.").unwrap_err();
+        assert!(e.to_string().contains("not a list"), "{e}");
+        let e = parse(b"\x80\x02e.").unwrap_err();
+        assert!(e.to_string().contains("no MARK"), "{e}");
+    }
+
+    #[test]
+    fn memo_index_reused_for_nested_containers_fails_cleanly() {
+        // Found by the fuzzer: one memo index stored on nested lists and a value, then read.
+        let crash = b"\x80\x02]qq]qqqqqqqqqqqqqq\x02]qq]qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqQhqqqQht";
+        assert!(parse(crash).is_err());
+    }
+
+    #[test]
+    fn sets_read_as_lists() {
+        // pickle.dumps({1}, 4) without the frame.
+        let v = parse(b"\x80\x04\x8f\x94(K\x01\x90.").unwrap();
+        assert_eq!(v, Value::List(vec![Value::Int(1)].into()));
+    }
+
+    #[test]
+    fn nothing_after_stop_is_read() {
+        assert_eq!(parse(b"\x80\x02N.garbage").unwrap(), Value::None);
+    }
+}

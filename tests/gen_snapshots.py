@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Writes synthetic torch.cuda.memory._snapshot() pickles for memprints' tests and benchmark.
+
+Python 3 standard library only. The structure follows PyTorch's
+torch/csrc/cuda/memory_snapshot.cpp: frame dicts are shared objects and each distinct traceback
+is one shared list, so pickle memoizes them exactly as it does for a real snapshot.
+
+    python3 tests/gen_snapshots.py tests/data/snapshot        # the committed test files
+    python3 tests/gen_snapshots.py --bench 1048576 OUT.pickle  # the benchmark file
+"""
+
+import collections
+import pickle
+import random
+import sys
+from pathlib import Path
+
+MiB = 1 << 20
+# Wider than 8 bytes in LONG1 (2**63 needs a ninth byte for the sign).
+HIGH_ADDRESS = (1 << 63) + 0x2000_0000
+
+
+def frame(filename, line, name):
+    return {"filename": filename, "line": line, "name": name}
+
+
+CPP = frame("/pytorch/c10/cuda/CUDACachingAllocator.cpp", 1234, "c10::cuda::CUDACachingAllocator::malloc")
+TORCH = frame("/venv/lib/python3.11/site-packages/torch/nn/functional.py", 2401, "linear")
+LAYER = frame("/work/PithTrain/pithtrain/dualpipe/execution.py", 604, "layer_forward")
+MOE = frame("/work/PithTrain/pithtrain/models/moe.py", 210, "expert_forward")
+TRAIN = frame("/work/PithTrain/train.py", 88, "main")
+USER = frame("/work/scripts/run.py", 12, "step")
+
+S1 = [CPP, TORCH, LAYER, TRAIN]
+S2 = [CPP, TORCH, MOE, LAYER, TRAIN]
+S3 = [CPP, TORCH, USER]
+EMPTY = []
+
+ALLOCATOR_SETTINGS = {
+    "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False",
+    "max_split_size": -1,
+    "garbage_collection_threshold": 0.0,
+    "expandable_segments": False,
+    "pinned_num_register_threads": 1,
+    "release_lock_on_cudamalloc": False,
+    "pinned_use_cuda_host_register": False,
+    "roundup_power2_divisions": {"1": 0, "2": 0},
+}
+
+
+def event(action, addr, size, t, frames, **extra):
+    key = "device_free" if action == "oom" else "addr"
+    entry = {"action": action, key: addr, "size": size, "stream": 0, "time_us": t}
+    entry.update(extra)
+    entry["frames"] = frames
+    return entry
+
+
+def block(address, size, state, frames):
+    return {"address": address, "size": size, "requested_size": size, "state": state, "frames": frames}
+
+
+def segment(address, total, blocks, device=0):
+    allocated = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+    active = sum(b["size"] for b in blocks if b["state"] != "inactive")
+    return {
+        "device": device,
+        "address": address,
+        "total_size": total,
+        "allocated_size": allocated,
+        "active_size": active,
+        "requested_size": allocated,
+        "stream": 0,
+        "segment_type": "large",
+        "segment_pool_id": (0, 0),
+        "is_expandable": False,
+        "frames": EMPTY,
+        "blocks": blocks,
+    }
+
+
+def basic(scale=1, moe_size=8):
+    """Peak 37 MiB (x scale) after event 6; an OOM at the end. See tests/snapshot_cli.rs."""
+    m = MiB * scale
+    base = 0x7F00_0000_0000
+    # One 64 MiB segment laid out front to back: (name, size in MiB, state at the end, stack).
+    layout = [
+        ("a1", 16, "active_allocated", S1),
+        ("a2", moe_size, "inactive", EMPTY),
+        ("a3", moe_size, "active_allocated", S2),
+        ("a4", 2, "inactive", EMPTY),
+        ("a5", 1, "active_allocated", S1),
+        ("x0", 4, "inactive", EMPTY),
+        # Live before the trace and never touched in it.
+        ("b0", 3, "active_allocated", S3),
+    ]
+    addr, blocks, at = base, [], {}
+    for name, size, state, frames in layout:
+        at[name] = addr
+        blocks.append(block(addr, size * m, state, frames))
+        addr += size * m
+    used = addr - base
+    blocks.append(block(addr, 64 * m - used, "inactive", EMPTY))
+    a1, a2, a3, a4, a5, x0 = (at[k] for k in ("a1", "a2", "a3", "a4", "a5", "x0"))
+    t = 1_700_000_000_000_000
+    trace = [
+        event("segment_alloc", base, 64 * m, t, S1),
+        # Freed without an alloc in the trace: live from the start.
+        event("free_requested", x0, 4 * m, t + 1, EMPTY),
+        event("free_completed", x0, 4 * m, t + 2, EMPTY),
+        event("alloc", a1, 16 * m, t + 3, S1, compile_context="N/A"),
+        event("alloc", a2, moe_size * m, t + 4, S2),
+        event("alloc", a3, moe_size * m, t + 5, S2, user_metadata=1 << 80),
+        event("alloc", a4, 2 * m, t + 6, S3),
+        event("free_requested", a4, 2 * m, t + 7, S3),
+        event("free_completed", a4, 2 * m, t + 8, S3),
+        event("alloc", a5, 1 * m, t + 9, S1),
+        event("free_requested", a2, moe_size * m, t + 10, S2),
+        event("segment_alloc", HIGH_ADDRESS, 20 * m, t + 11, S3),
+        event("alloc", HIGH_ADDRESS, 4 * m, t + 12, S3),
+        event("oom", 1 * m, 100 * 1024 * m, t + 13, S1),
+    ]
+    high = [block(HIGH_ADDRESS, 4 * m, "active_allocated", S3),
+            block(HIGH_ADDRESS + 4 * m, 16 * m, "inactive", EMPTY)]
+    return {
+        "segments": [segment(base, 64 * m, blocks), segment(HIGH_ADDRESS, 20 * m, high)],
+        "device_traces": [trace, []],
+        "allocator_settings": ALLOCATOR_SETTINGS,
+    }
+
+
+def legacy():
+    """An old snapshot: no device_traces, no block addresses, stacks in block history."""
+    blocks = [
+        {"size": 2 * MiB, "requested_size": 2 * MiB, "state": "active_allocated",
+         "history": [{"addr": 0x1000, "real_size": 2 * MiB, "frames": S2}]},
+        {"size": 6 * MiB, "requested_size": 6 * MiB, "state": "inactive", "history": []},
+    ]
+    seg = segment(0x1000, 8 * MiB, blocks)
+    del seg["frames"]
+    return {"segments": [seg]}
+
+
+def write(path, obj, protocol):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(obj, protocol=protocol))
+
+
+def test_files(out):
+    for protocol in (2, 4, 5):
+        write(out / f"basic_p{protocol}.pickle", basic(), protocol)
+    write(out / "legacy_p2.pickle", legacy(), 2)
+    for rank in (0, 1, 2):
+        write(out / "ranks" / f"memory_snapshot_rank{rank}_step0.pickle", basic(scale=rank + 1), 4)
+    write(out / "diff_a.pickle", basic(), 4)
+    write(out / "diff_b.pickle", basic(moe_size=12), 4)
+
+    hostile = out / "hostile"
+    hostile.mkdir(parents=True, exist_ok=True)
+    (hostile / "global.pickle").write_bytes(pickle.dumps(collections.OrderedDict(a=1), 2))
+    (hostile / "stack_global.pickle").write_bytes(pickle.dumps(collections.OrderedDict(a=1), 4))
+    (hostile / "reduce.pickle").write_bytes(b"\x80\x02))R.")
+    whole = pickle.dumps(basic(), 4)
+    (hostile / "truncated.pickle").write_bytes(whole[: len(whole) // 2])
+    (hostile / "deep.pickle").write_bytes(b"\x80\x04" + b"]" * 100_000 + b"a" * 99_999 + b".")
+    (hostile / "huge_len.pickle").write_bytes(b"\x80\x04\x8d" + (1 << 62).to_bytes(8, "little") + b"abc")
+    (hostile / "memo.pickle").write_bytes(b"\x80\x02]h\x09a.")
+    (hostile / "not_snapshot.pickle").write_bytes(pickle.dumps({"a": 1}, 4))
+
+
+def bench(n, path):
+    """A snapshot with n trace entries: alloc/free pairs over ~2,000 distinct ~10-frame stacks."""
+    rng = random.Random(0)
+    files = [f"/work/PithTrain/pithtrain/{d}/{f}.py" for d in ("dualpipe", "models", "ops", "data")
+             for f in ("execution", "moe", "attention", "comm", "layers", "utils")]
+    files += [f"/venv/lib/python3.11/site-packages/torch/{f}.py" for f in ("nn/functional", "autograd/function", "distributed/distributed_c10d", "_tensor")]
+    pool = [frame(rng.choice(files), rng.randrange(1, 2000), f"fn_{i}") for i in range(400)]
+    stacks = [[pool[rng.randrange(len(pool))] for _ in range(rng.randrange(8, 13))] for _ in range(2000)]
+    t = 1_700_000_000_000_000
+    live = []
+    trace = []
+    addr = 0x7F00_0000_0000
+    while len(trace) < n:
+        t += rng.randrange(1, 50)
+        if live and (len(live) > 5000 or rng.random() < 0.5):
+            a, size, frames = live.pop(rng.randrange(len(live)))
+            trace.append(event("free_requested", a, size, t, frames))
+        else:
+            size = rng.choice((512, 4096, 1 << 20, 8 << 20, 64 << 20))
+            frames = rng.choice(stacks)
+            addr += size
+            live.append((addr, size, frames))
+            trace.append(event("alloc", addr, size, t, frames))
+    blocks = [block(a, s, "active_allocated", f) for a, s, f in live]
+    total = sum(s for _, s, _ in live)
+    snapshot = {
+        "segments": [segment(0x7F00_0000_0000, total, blocks)],
+        "device_traces": [trace],
+        "allocator_settings": ALLOCATOR_SETTINGS,
+    }
+    with open(path, "wb") as f:
+        pickle.dump(snapshot, f, protocol=4)
+
+
+def main(argv):
+    if len(argv) == 4 and argv[1] == "--bench":
+        bench(int(argv[2]), argv[3])
+    elif len(argv) == 2:
+        test_files(Path(argv[1]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
