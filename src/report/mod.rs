@@ -81,7 +81,7 @@ fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ReportError> {
             .map_err(read_err)?
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| p.is_file() && !is_hidden(p))
+            .filter(|p| p.is_file() && !is_hidden(p) && is_log_name(p))
             .collect();
         if found.is_empty() {
             return Err(ReportError::EmptyDirectory { dir: input.clone() });
@@ -90,6 +90,20 @@ fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ReportError> {
         files.extend(found);
     }
     Ok(files)
+}
+
+/// Files a folder contributes: logs (`.log`, `.txt`, `.out`, `.err`), also gzip'd or zstd'd.
+/// Archives and other files sitting next to the logs are left out; a file named on the command
+/// line is always read.
+fn is_log_name(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let bare = name
+        .strip_suffix(".gz")
+        .or_else(|| name.strip_suffix(".zst"))
+        .unwrap_or(name);
+    [".log", ".txt", ".out", ".err"]
+        .iter()
+        .any(|ext| bare.ends_with(ext))
 }
 
 fn is_hidden(path: &Path) -> bool {

@@ -16,7 +16,8 @@
 //! # Grouping
 //! Blocks group by one frame of their stack ([`key_frame`]): the innermost frame whose filename
 //! contains `pithtrain/`, else the innermost frame that is not PyTorch, C/C++ or the Python
-//! standard library, else the innermost frame.
+//! standard library, else the innermost Python frame (e.g. FSDP's `alloc_storage` for buffers
+//! allocated on the autograd thread, whose innermost frames are native), else the innermost frame.
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,6 +29,9 @@ use super::model::{Action, BlockState, FrameTable, Snapshot, StackId};
 pub const BEFORE_TRACE: &str = "<allocated before the trace began>";
 /// Group name of blocks recorded without any stack.
 pub const NO_STACK: &str = "<no stack recorded>";
+/// Prefix of a group whose stack has no Python frame at all (e.g. buffers that FSDP allocates on
+/// the autograd engine's thread): its key frame is native code, which says little by itself.
+pub const NATIVE_ONLY: &str = "<native only, no Python frame>";
 /// Points kept for the timeline of allocated bytes.
 const TIMELINE_POINTS: usize = 800;
 /// Frames kept in a group's example stack.
@@ -412,12 +416,18 @@ pub fn is_internal(filename: &str) -> bool {
         || (filename.contains("/lib/python3") && !filename.contains("-packages/"))
 }
 
+/// True when no frame of the stack is Python source.
+fn is_native_only(frames: &FrameTable, stack: StackId) -> bool {
+    !frames.stack(stack).any(|f| f.filename.ends_with(".py"))
+}
+
 /// The frame a stack is grouped by (see the module doc), as an index into the stack.
 pub fn key_frame(frames: &FrameTable, stack: StackId) -> Option<usize> {
     let list: Vec<_> = frames.stack(stack).collect();
     list.iter()
         .position(|f| f.filename.contains("pithtrain/"))
         .or_else(|| list.iter().position(|f| !is_internal(&f.filename)))
+        .or_else(|| list.iter().position(|f| f.filename.ends_with(".py")))
         .or(if list.is_empty() { None } else { Some(0) })
 }
 
@@ -456,6 +466,9 @@ impl<'a> FrameNames<'a> {
         self.keys
             .entry(stack)
             .or_insert_with(|| match key_frame(frames, stack) {
+                Some(i) if is_native_only(frames, stack) => {
+                    format!("{NATIVE_ONLY} {}", format_frame(frames, stack, i)).into()
+                }
                 Some(i) => format_frame(frames, stack, i).into(),
                 None => NO_STACK.into(),
             })

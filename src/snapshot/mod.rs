@@ -15,7 +15,7 @@ pub mod pickle;
 pub mod render;
 
 use std::fs::File;
-use std::io::{BufReader, IsTerminal, Read};
+use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
 use analyze::DeviceReport;
@@ -83,6 +83,10 @@ pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
         inner: BufReader::with_capacity(1 << 20, file),
         bar: bar.clone(),
     };
+    let input = decompressed(input).map_err(|source| LoadError::Open {
+        path: display.clone(),
+        source,
+    })?;
     let snapshot = Snapshot::read(input);
     if let Some(bar) = bar {
         bar.finish_and_clear();
@@ -105,6 +109,19 @@ pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
     })
 }
 
+/// The pickle stream: gzip (`1f 8b`) and zstd (`28 b5 2f fd`) files are decompressed on the fly,
+/// so `memory_snapshot_rank0_step0.pickle.gz` reads like the pickle itself.
+fn decompressed<R: BufRead + 'static>(mut input: R) -> std::io::Result<Box<dyn Read>> {
+    let head = input.fill_buf()?;
+    Ok(if head.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::read::MultiGzDecoder::new(input))
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Box::new(zstd::stream::read::Decoder::with_buffer(input)?)
+    } else {
+        Box::new(input)
+    })
+}
+
 struct Progress<R> {
     inner: R,
     bar: Option<indicatif::ProgressBar>,
@@ -120,6 +137,19 @@ impl<R: Read> Read for Progress<R> {
     }
 }
 
+impl<R: BufRead> BufRead for Progress<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        if let Some(bar) = &self.bar {
+            bar.inc(amount as u64);
+        }
+        self.inner.consume(amount);
+    }
+}
+
 /// The rank in a file name such as `memory_snapshot_rank3_step0.pickle` (`rank(\d+)`).
 pub fn rank_of(path: &Path) -> Option<u32> {
     let name = path.file_name()?.to_str()?;
@@ -132,7 +162,7 @@ pub fn rank_of(path: &Path) -> Option<u32> {
     })
 }
 
-/// Expands directories into their `*.pickle` / `*.pkl` files (not recursive), sorted by rank
+/// Expands directories into their `*.pickle` / `*.pkl` files, also gzip'd or zstd'd (not recursive), sorted by rank
 /// then name; files are kept as given.
 pub fn expand_inputs(inputs: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
@@ -144,9 +174,12 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(input)? {
             let path = entry?.path();
-            let is_pickle = path
-                .extension()
-                .is_some_and(|e| e == "pickle" || e == "pkl");
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let bare = name
+                .strip_suffix(".gz")
+                .or_else(|| name.strip_suffix(".zst"))
+                .unwrap_or(name);
+            let is_pickle = bare.ends_with(".pickle") || bare.ends_with(".pkl");
             if is_pickle && path.is_file() {
                 found.push(path);
             }
