@@ -279,38 +279,26 @@ fn add(args: AddArgs) -> anyhow::Result<u8> {
         warn_silent_layers(moe.num_layers, &parallel, &params)?;
     }
 
-    let changed: Vec<_> = plan
-        .files
-        .iter()
-        .filter(|f| f.updated != f.original)
-        .collect();
+    let replacements = plan.replacements();
     if args.dry_run {
-        for file in &changed {
-            print!(
-                "{}",
-                memprints::diff::unified(&file.rel, &file.original, &file.updated)
-            );
-        }
+        print_diffs(&replacements);
         println!(
             "memprints: dry run, {} files would change; nothing written",
-            changed.len()
+            replacements.len()
         );
         return Ok(0);
     }
-    let replacements: Vec<Replacement> = changed
-        .iter()
-        .map(|f| Replacement {
-            rel: &f.rel,
-            expected: &f.original,
-            updated: &f.updated,
-        })
-        .collect();
     write::write_all(&repo.root, &replacements)?;
     let elapsed = started.elapsed();
     print_summary(&repo, &plan, elapsed);
     if args.no_ruff {
         return Ok(0);
     }
+    let changed: Vec<_> = plan
+        .files
+        .iter()
+        .filter(|f| f.updated != f.original)
+        .collect();
     let rels: Vec<String> = changed
         .iter()
         .filter(|f| f.was_formatted)
@@ -324,6 +312,12 @@ fn add(args: AddArgs) -> anyhow::Result<u8> {
     }
     report_ruff(&repo, &rels);
     Ok(0)
+}
+
+fn print_diffs(replacements: &[Replacement]) {
+    for r in replacements {
+        print!("{}", memprints::diff::unified(r.rel, r.expected, r.updated));
+    }
 }
 
 fn describe_existing(status: &status::Status) -> String {
@@ -463,23 +457,10 @@ fn remove(args: RemoveArgs) -> anyhow::Result<u8> {
         println!("memprints: the tree holds no memory prints; nothing to remove");
         return Ok(0);
     };
-    let to_write: Vec<_> = plan.to_write().collect();
+    let replacements = plan.replacements();
     if args.dry_run {
-        for file in &to_write {
-            print!(
-                "{}",
-                memprints::diff::unified(&file.rel, &file.current, &file.restored)
-            );
-        }
+        print_diffs(&replacements);
     } else {
-        let replacements: Vec<Replacement> = to_write
-            .iter()
-            .map(|f| Replacement {
-                rel: &f.rel,
-                expected: &f.current,
-                updated: &f.restored,
-            })
-            .collect();
         write::write_all(&repo.root, &replacements)?;
     }
     let verb = if args.dry_run {
@@ -487,7 +468,7 @@ fn remove(args: RemoveArgs) -> anyhow::Result<u8> {
     } else {
         "restored"
     };
-    for file in &to_write {
+    for file in &replacements {
         println!("memprints: {verb} {}", file.rel);
     }
     for file in plan.files.iter().filter(|f| f.left_alone.is_some()) {

@@ -140,11 +140,17 @@ pub struct RemovePlan {
 }
 
 impl RemovePlan {
-    /// Files that will be rewritten.
-    pub fn to_write(&self) -> impl Iterator<Item = &Removal> {
+    /// Files that will be rewritten, as replacements for [`crate::write::write_all`].
+    pub fn replacements(&self) -> Vec<crate::write::Replacement<'_>> {
         self.files
             .iter()
             .filter(|f| f.left_alone.is_none() && f.restored != f.current)
+            .map(|f| crate::write::Replacement {
+                rel: &f.rel,
+                expected: &f.current,
+                updated: &f.restored,
+            })
+            .collect()
     }
 
     /// True when some file stays instrumented.

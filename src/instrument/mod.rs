@@ -71,6 +71,21 @@ pub struct Plan {
     pub files: Vec<FileChange>,
 }
 
+impl Plan {
+    /// The files whose text changes, as replacements for [`crate::write::write_all`].
+    pub fn replacements(&self) -> Vec<crate::write::Replacement<'_>> {
+        self.files
+            .iter()
+            .filter(|f| f.updated != f.original)
+            .map(|f| crate::write::Replacement {
+                rel: &f.rel,
+                expected: &f.original,
+                updated: &f.updated,
+            })
+            .collect()
+    }
+}
+
 /// The six files in the skill's execution order, with the groups that edit each.
 pub fn targets(model_rel: &str) -> [(&str, &'static str); 6] {
     [

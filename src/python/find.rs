@@ -51,34 +51,29 @@ pub fn callee_name(call: &ExprCall) -> Option<&str> {
     }
 }
 
-/// Every call inside `node`, outermost first.
-pub fn calls_in_stmt(stmt: &Stmt) -> Vec<&ExprCall> {
-    struct Calls<'a>(Vec<&'a ExprCall>);
-    impl<'a> Visitor<'a> for Calls<'a> {
-        fn visit_expr(&mut self, expr: &'a Expr) {
-            if let Expr::Call(call) = expr {
-                self.0.push(call);
-            }
-            visitor::walk_expr(self, expr);
+/// Collects every call a visited node contains, outermost first.
+#[derive(Default)]
+struct Calls<'a>(Vec<&'a ExprCall>);
+
+impl<'a> Visitor<'a> for Calls<'a> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Call(call) = expr {
+            self.0.push(call);
         }
+        visitor::walk_expr(self, expr);
     }
-    let mut calls = Calls(Vec::new());
+}
+
+/// Every call inside `stmt` (its nested bodies included), outermost first.
+pub fn calls_in_stmt(stmt: &Stmt) -> Vec<&ExprCall> {
+    let mut calls = Calls::default();
     calls.visit_stmt(stmt);
     calls.0
 }
 
 /// Every call inside `expr`, outermost first.
 pub fn calls_in_expr(expr: &Expr) -> Vec<&ExprCall> {
-    struct Calls<'a>(Vec<&'a ExprCall>);
-    impl<'a> Visitor<'a> for Calls<'a> {
-        fn visit_expr(&mut self, expr: &'a Expr) {
-            if let Expr::Call(call) = expr {
-                self.0.push(call);
-            }
-            visitor::walk_expr(self, expr);
-        }
-    }
-    let mut calls = Calls(Vec::new());
+    let mut calls = Calls::default();
     calls.visit_expr(expr);
     calls.0
 }

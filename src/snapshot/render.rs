@@ -363,21 +363,7 @@ pub fn diff_html(d: &SnapshotDiff, top: usize) -> String {
     page("memprints snapshot diff", &body)
 }
 
-/// Escapes text for HTML and SVG.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use crate::render::svg::esc;
 
 fn html_table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::from("<table><tr>");
