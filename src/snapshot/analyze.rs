@@ -528,11 +528,12 @@ mod tests {
     }
 
     #[test]
-    fn key_frame_prefers_pithtrain_then_user_code_then_innermost() {
+    fn key_frame_prefers_pithtrain_then_user_code_then_python_then_innermost() {
         let t = table();
         assert_eq!(key_frame(&t, 1), Some(2));
         assert_eq!(key_frame(&t, 2), Some(2));
-        assert_eq!(key_frame(&t, 3), Some(0));
+        // Only PyTorch and C++ frames: the innermost Python one, not the allocator's C++.
+        assert_eq!(key_frame(&t, 3), Some(1));
         assert_eq!(key_frame(&t, 0), None);
         assert_eq!(
             format_frame(&t, 1, 2),
