@@ -94,6 +94,36 @@ impl<'s> FileEdits<'s> {
         Ok(())
     }
 
+    /// The text of statement `stmt` (de-indented, as [`Self::replace_lines`] takes it) with
+    /// `argument` (e.g. `_do_mem=_do`) appended to the arguments of `call`, which it contains.
+    /// Ruff re-wraps the statement when it is then placed.
+    pub fn with_keyword_argument(
+        &self,
+        stmt: &impl Ranged,
+        call: &ruff_python_ast::ExprCall,
+        argument: &str,
+    ) -> String {
+        let arguments = &call.arguments;
+        let last_end = arguments
+            .args
+            .iter()
+            .map(|a| a.end())
+            .chain(arguments.keywords.iter().map(|k| k.end()))
+            .max();
+        let (at, separator) = match last_end {
+            Some(end) => (end.to_usize(), ", "),
+            None => (arguments.start().to_usize() + 1, ""),
+        };
+        let (start, end) = self.src.full_lines(stmt);
+        let text = format!(
+            "{}{separator}{argument}{}",
+            &self.src.text[start..at],
+            &self.src.text[at..end]
+        );
+        let indent = self.src.indent_at(stmt.start().to_usize()).len();
+        crate::template::dedent(text.trim_end_matches(['\n', '\r']), indent).replace('\r', "")
+    }
+
     /// Replaces exactly `start..end` by `text`, which must already be in its final shape.
     pub fn replace_raw(&mut self, start: usize, end: usize, text: String) {
         self.edits.push(Edit { start, end, text });

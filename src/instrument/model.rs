@@ -229,25 +229,7 @@ fn stage3_probes(edits: &mut FileEdits, def: &StmtFunctionDef, layers: &str) -> 
         .into_iter()
         .find(|c| matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "experts"))
         .expect("found above");
-    let last_arg_end = call
-        .arguments
-        .args
-        .iter()
-        .map(|a| a.end())
-        .chain(call.arguments.keywords.iter().map(|k| k.end()))
-        .max()
-        .unwrap_or(call.arguments.start() + ruff_text_size::TextSize::from(1))
-        .to_usize();
-    let (line_start, line_end) = src.full_lines(experts);
-    let sep = if call.arguments.is_empty() { "" } else { ", " };
-    let statement = format!(
-        "{}{sep}_do_mem=_do{}",
-        &src.text[line_start..last_arg_end],
-        &src.text[last_arg_end..line_end]
-    );
-    let indent = src.indent_at(experts.start().to_usize()).len();
-    let statement =
-        crate::template::dedent(statement.trim_end_matches(['\n', '\r']), indent).replace('\r', "");
+    let statement = edits.with_keyword_argument(experts, call, "_do_mem=_do");
     let block = format!(
         "{statement}\n{}",
         probe(
