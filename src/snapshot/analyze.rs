@@ -19,7 +19,7 @@
 //! standard library, else the innermost Python frame (e.g. FSDP's `alloc_storage` for buffers
 //! allocated on the autograd thread, whose innermost frames are native), else the innermost frame.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -145,9 +145,9 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
         .collect();
 
     let mut intervals: Vec<Interval> = Vec::new();
-    let mut live: HashMap<u64, usize> = HashMap::new();
-    let mut allocated_addrs: HashSet<u64> = HashSet::new();
-    let mut freed_before: HashSet<u64> = HashSet::new();
+    let mut live: HashMap<u64, usize> = HashMap::default();
+    let mut allocated_addrs: HashSet<u64> = HashSet::default();
+    let mut freed_before: HashSet<u64> = HashSet::default();
     // Live bytes after each event, less what was live before the trace.
     let mut running: i128 = 0;
     let mut best = (0i128, None::<usize>);
@@ -380,7 +380,8 @@ fn group(
     names: &mut FrameNames,
 ) -> Vec<StackGroup> {
     // key -> (bytes, count, largest block size, its stack)
-    let mut groups: HashMap<std::rc::Rc<str>, (u64, u64, u64, Option<StackId>)> = HashMap::new();
+    let mut groups: HashMap<std::rc::Rc<str>, (u64, u64, u64, Option<StackId>)> =
+        HashMap::default();
     for (stack, size) in blocks {
         let key = names.key(stack);
         let g = groups.entry(key).or_insert((0, 0, 0, stack));
@@ -454,7 +455,7 @@ impl<'a> FrameNames<'a> {
     pub fn new(frames: &'a FrameTable) -> Self {
         FrameNames {
             frames,
-            keys: HashMap::new(),
+            keys: HashMap::default(),
         }
     }
 

@@ -20,7 +20,7 @@
 //! [`FrameTable`]. Trace-entry dicts become 40-byte [`TraceEntry`] records as soon as the reader
 //! finishes each one, so the generic value tree of a 1,048,576-entry trace never exists.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::io::Read;
 use std::rc::Rc;
 
@@ -171,10 +171,18 @@ impl Snapshot {
 }
 
 /// A compact pickle value: 16 bytes, cheap to clone, strings interned.
+///
+/// `repr(C, u64)` and payloads of 4 or 8 bytes make a `Val` move as two words. With the
+/// default layout (payloads at offsets 1, 4 and 8) the compiler copied it in odd-sized,
+/// overlapping pieces, which stalls store forwarding on every push and pop of the pickle stack.
 #[derive(Debug, Clone)]
+#[repr(C, u64)]
 enum Val {
     None,
-    Bool(bool),
+    /// `True` and `False` have no payload: a one-byte payload would make the compiler copy a
+    /// `Val` in odd-sized pieces (see above).
+    False,
+    True,
     Int(i64),
     BigInt(Rc<Vec<u8>>),
     Float(f64),
@@ -191,7 +199,8 @@ impl Val {
     fn as_u64(&self) -> Option<u64> {
         match self {
             Val::Int(i) => u64::try_from(*i).ok(),
-            Val::Bool(b) => Some(u64::from(*b)),
+            Val::False => Some(0),
+            Val::True => Some(1),
             Val::BigInt(bytes) => {
                 let (low, high) = bytes.split_at(8.min(bytes.len()));
                 if high.iter().all(|&b| b == 0) {
@@ -209,7 +218,8 @@ impl Val {
     fn as_i64(&self) -> Option<i64> {
         match self {
             Val::Int(i) => Some(*i),
-            Val::Bool(b) => Some(i64::from(*b)),
+            Val::False => Some(0),
+            Val::True => Some(1),
             // A stream handle above i64::MAX still identifies the stream.
             Val::BigInt(_) => self.as_u64().map(|u| u as i64),
             _ => None,
@@ -217,7 +227,8 @@ impl Val {
     }
 }
 
-/// Interned key ids the builder and converters compare against.
+/// Interned key ids the builder and converters compare against: the first [`KEY_COUNT`]
+/// strings interned, so that [`Fields`] can find them all in one pass over a dict.
 struct Keys {
     action: u32,
     addr: u32,
@@ -229,6 +240,29 @@ struct Keys {
     filename: u32,
     line: u32,
     name: u32,
+}
+
+const KEY_COUNT: usize = 10;
+
+/// The value of the first occurrence of each key of [`Keys`] in a dict, indexed by key id.
+struct Fields<'a>([Option<&'a Val>; KEY_COUNT]);
+
+impl<'a> Fields<'a> {
+    fn of(items: &'a [(Val, Val)]) -> Self {
+        let mut found = [None; KEY_COUNT];
+        for (k, v) in items {
+            if let Val::Str(id) = k
+                && let Some(slot @ None) = found.get_mut(*id as usize)
+            {
+                *slot = Some(v);
+            }
+        }
+        Fields(found)
+    }
+
+    fn get(&self, key: u32) -> Option<&'a Val> {
+        self.0[key as usize]
+    }
 }
 
 struct SnapshotBuilder {
@@ -245,10 +279,10 @@ impl SnapshotBuilder {
     fn new() -> Self {
         let mut b = SnapshotBuilder {
             strings: Vec::new(),
-            string_ids: HashMap::new(),
+            string_ids: HashMap::default(),
             frames: FrameTable::default(),
-            frame_ids: HashMap::new(),
-            stack_ids: HashMap::new(),
+            frame_ids: HashMap::default(),
+            stack_ids: HashMap::default(),
             traces: Vec::new(),
             keys: Keys {
                 action: 0,
@@ -275,6 +309,11 @@ impl SnapshotBuilder {
             line: b.intern("line"),
             name: b.intern("name"),
         };
+        assert_eq!(
+            b.keys.name as usize,
+            KEY_COUNT - 1,
+            "keys are interned first"
+        );
         b.stack_ids.insert(Box::new([]), EMPTY_STACK);
         b
     }
@@ -304,12 +343,10 @@ impl SnapshotBuilder {
             .map(|(_, v)| v)
     }
 
-    fn try_frame(&mut self, items: &[(Val, Val)]) -> Option<FrameId> {
-        let filename = self
-            .str_of(Self::field(items, self.keys.filename)?)?
-            .clone();
-        let name = self.str_of(Self::field(items, self.keys.name)?)?.clone();
-        let line = Self::field(items, self.keys.line)?.as_i64()?;
+    fn try_frame(&mut self, fields: &Fields) -> Option<FrameId> {
+        let filename = self.str_of(fields.get(self.keys.filename)?)?.clone();
+        let name = self.str_of(fields.get(self.keys.name)?)?.clone();
+        let line = fields.get(self.keys.line)?.as_i64()?;
         let frame = Frame {
             filename,
             line,
@@ -333,9 +370,10 @@ impl SnapshotBuilder {
     }
 
     /// Converts the fields of a trace-entry dict; `Err` names what is wrong.
-    fn trace_entry(&self, items: &[(Val, Val)]) -> Result<TraceEntry, String> {
+    fn trace_entry(&self, fields: &Fields) -> Result<TraceEntry, String> {
         let k = &self.keys;
-        let action = Self::field(items, k.action)
+        let action = fields
+            .get(k.action)
             .and_then(|v| self.str_of(v))
             .ok_or("missing string 'action'")?;
         let action = Action::parse(action);
@@ -344,21 +382,18 @@ impl SnapshotBuilder {
         } else {
             k.addr
         };
-        let addr = match Self::field(items, addr_key) {
+        let addr = match fields.get(addr_key) {
             Some(v) => v.as_u64().ok_or("'addr' is not a non-negative int")?,
             None => 0,
         };
-        let size = Self::field(items, k.size)
+        let size = fields
+            .get(k.size)
             .ok_or("missing 'size'")?
             .as_u64()
             .ok_or("'size' is not a non-negative int")?;
-        let stream = Self::field(items, k.stream)
-            .and_then(Val::as_i64)
-            .unwrap_or(0);
-        let time_us = Self::field(items, k.time_us)
-            .and_then(Val::as_i64)
-            .unwrap_or(0);
-        let stack = match Self::field(items, k.frames) {
+        let stream = fields.get(k.stream).and_then(Val::as_i64).unwrap_or(0);
+        let time_us = fields.get(k.time_us).and_then(Val::as_i64).unwrap_or(0);
+        let stack = match fields.get(k.frames) {
             Some(v) => self.stack_of(v)?,
             None => EMPTY_STACK,
         };
@@ -410,7 +445,7 @@ impl SnapshotBuilder {
                     out.push(match entry {
                         Val::Trace(t) => self.traces[*t as usize],
                         Val::Dict(items) => self
-                            .trace_entry(items)
+                            .trace_entry(&Fields::of(items))
                             .map_err(|reason| shape(&format!("{path}[{i}]"), &reason))?,
                         _ => return Err(shape(&format!("{path}[{i}]"), "expected a dict")),
                     });
@@ -470,7 +505,7 @@ impl SnapshotBuilder {
             segment_type: get("segment_type")
                 .and_then(|v| self.str_of(v))
                 .map_or_else(String::new, |s| s.to_string()),
-            is_expandable: matches!(get("is_expandable"), Some(Val::Bool(true))),
+            is_expandable: matches!(get("is_expandable"), Some(Val::True)),
             stack,
             blocks: Vec::new(),
         };
@@ -537,7 +572,8 @@ impl SnapshotBuilder {
     fn repr(&self, v: &Val) -> String {
         match v {
             Val::None => "None".into(),
-            Val::Bool(b) => if *b { "True" } else { "False" }.into(),
+            Val::False => "False".into(),
+            Val::True => "True".into(),
             Val::Int(i) => i.to_string(),
             Val::BigInt(_) => v
                 .as_u64()
@@ -574,7 +610,7 @@ impl Build for SnapshotBuilder {
         Val::None
     }
     fn bool(&mut self, value: bool) -> Val {
-        Val::Bool(value)
+        if value { Val::True } else { Val::False }
     }
     fn int(&mut self, value: i64) -> Val {
         Val::Int(value)
@@ -615,14 +651,15 @@ impl Build for SnapshotBuilder {
         Val::List(Rc::new(items))
     }
     fn dict(&mut self, items: Vec<(Val, Val)>) -> Val {
-        if Self::field(&items, self.keys.action).is_some()
-            && let Ok(entry) = self.trace_entry(&items)
+        let fields = Fields::of(&items);
+        if fields.get(self.keys.action).is_some()
+            && let Ok(entry) = self.trace_entry(&fields)
         {
             let id = self.traces.len() as u32;
             self.traces.push(entry);
             return Val::Trace(id);
         }
-        if let Some(id) = self.try_frame(&items) {
+        if let Some(id) = self.try_frame(&fields) {
             return Val::Frame(id);
         }
         Val::Dict(Rc::new(items))

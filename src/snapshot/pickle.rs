@@ -102,8 +102,11 @@ pub fn read<R: Read, B: Build>(input: R, builder: &mut B) -> Result<B::Value, Pi
         stack: Vec::new(),
         marks: Vec::new(),
         memo: Vec::new(),
+        offset: 0,
+        code: 0,
     }
     .run()
+    .map_err(|e| *e)
 }
 
 /// A generic pickle value, for tests and small files. Shared memo references share the `Rc`.
@@ -259,6 +262,10 @@ pub fn opcode_name(code: u8) -> Option<&'static str> {
 }
 
 /// A buffered byte source that knows its absolute offset.
+///
+/// Reads return `None` at the end of input and after a read error, which is kept in `error`
+/// until [`Machine::input_failed`] turns it into the [`PickleError`] (naming the opcode) — so
+/// the per-byte path carries no error value.
 struct Input<R> {
     inner: R,
     buf: Box<[u8]>,
@@ -268,6 +275,10 @@ struct Input<R> {
     base: u64,
     /// Holds strings longer than the buffer.
     long: Vec<u8>,
+    /// Where the bytes of the last [`Input::load`] are: `buf[start..start + len]`, or `long`.
+    loaded: Option<(usize, usize)>,
+    /// The read error that ended the input, with its offset.
+    error: Option<(u64, io::Error)>,
 }
 
 impl<R: Read> Input<R> {
@@ -279,15 +290,21 @@ impl<R: Read> Input<R> {
             end: 0,
             base: 0,
             long: Vec::new(),
+            loaded: None,
+            error: None,
         }
     }
 
+    #[inline]
     fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
-    /// Makes at least `n` (≤ buffer size) bytes available; `false` at end of input.
-    fn fill(&mut self, n: usize) -> Result<bool, PickleError> {
+    /// Makes at least `n` (≤ buffer size) bytes available; `false` at end of input or on a read
+    /// error (kept in `error`).
+    #[cold]
+    #[inline(never)]
+    fn fill(&mut self, n: usize) -> bool {
         while self.end - self.pos < n {
             if self.pos > 0 {
                 self.buf.copy_within(self.pos..self.end, 0);
@@ -296,82 +313,98 @@ impl<R: Read> Input<R> {
                 self.pos = 0;
             }
             match self.inner.read(&mut self.buf[self.end..]) {
-                Ok(0) => return Ok(false),
+                Ok(0) => return false,
                 Ok(read) => self.end += read,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(source) => {
-                    return Err(PickleError::Io {
-                        offset: self.offset(),
-                        source,
-                    });
+                    self.error = Some((self.offset(), source));
+                    return false;
                 }
             }
         }
-        Ok(true)
+        true
     }
 
-    #[inline]
-    fn byte(&mut self, opcode: &'static str) -> Result<u8, PickleError> {
-        if self.pos == self.end && !self.fill(1)? {
-            return Err(self.truncated(opcode));
+    #[inline(always)]
+    fn byte(&mut self) -> Option<u8> {
+        if self.pos == self.end && !self.fill(1) {
+            return None;
         }
         let b = self.buf[self.pos];
         self.pos += 1;
-        Ok(b)
+        Some(b)
     }
 
-    #[inline]
-    fn array<const N: usize>(&mut self, opcode: &'static str) -> Result<[u8; N], PickleError> {
-        if self.end - self.pos < N && !self.fill(N)? {
-            return Err(self.truncated(opcode));
+    #[inline(always)]
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        if self.end - self.pos < N && !self.fill(N) {
+            return None;
         }
         let mut out = [0; N];
         out.copy_from_slice(&self.buf[self.pos..self.pos + N]);
         self.pos += N;
-        Ok(out)
+        Some(out)
     }
 
-    /// Reads exactly `n` bytes. Never allocates more than the bytes actually present.
-    fn bytes(&mut self, n: u64, opcode: &'static str) -> Result<&[u8], PickleError> {
+    /// Reads exactly `n` bytes, then readable with [`Input::loaded`]. Never allocates more than
+    /// the bytes actually present.
+    #[inline]
+    fn load(&mut self, n: u64) -> bool {
+        if n <= (self.end - self.pos) as u64 {
+            let start = self.pos;
+            self.pos += n as usize;
+            self.loaded = Some((start, n as usize));
+            return true;
+        }
+        self.load_slow(n)
+    }
+
+    #[inline(never)]
+    fn load_slow(&mut self, n: u64) -> bool {
         if n <= self.buf.len() as u64 {
             let n = n as usize;
-            if self.end - self.pos < n && !self.fill(n)? {
-                return Err(self.truncated(opcode));
+            if self.end - self.pos < n && !self.fill(n) {
+                return false;
             }
             let start = self.pos;
             self.pos += n;
-            return Ok(&self.buf[start..start + n]);
+            self.loaded = Some((start, n));
+            return true;
         }
+        self.loaded = None;
         self.long.clear();
         self.long.extend_from_slice(&self.buf[self.pos..self.end]);
         self.base += self.end as u64;
         self.pos = 0;
         self.end = 0;
         let want = n - self.long.len() as u64;
-        let got = (&mut self.inner)
-            .take(want)
-            .read_to_end(&mut self.long)
-            .map_err(|source| PickleError::Io {
-                offset: self.base,
-                source,
-            })?;
+        let got = match (&mut self.inner).take(want).read_to_end(&mut self.long) {
+            Ok(got) => got,
+            Err(source) => {
+                self.error = Some((self.base, source));
+                return false;
+            }
+        };
         self.base += got as u64;
-        if (got as u64) < want {
-            return Err(self.truncated(opcode));
-        }
-        Ok(&self.long)
+        (got as u64) >= want
     }
 
-    fn truncated(&self, opcode: &'static str) -> PickleError {
-        PickleError::Truncated {
-            opcode,
-            offset: self.base + self.end as u64,
+    /// The bytes of the last successful [`Input::load`].
+    #[inline]
+    fn loaded(&self) -> &[u8] {
+        match self.loaded {
+            Some((start, len)) => &self.buf[start..start + len],
+            None => &self.long,
         }
     }
 }
 
 /// One slot of the pickle stack. Containers stay open (mutable) until they leave the stack.
 /// `u16` is the nesting depth; an open container's `u32` is its memo index, or [`NO_MEMO`].
+/// `repr(C, u64)` (here and on [`Memo`]) keeps each variant's fields at fixed, word-aligned
+/// offsets, so slots move as whole words: with the default layout the compiler copied them in
+/// odd-sized, overlapping pieces, which stalled store forwarding on every push (~15% of a run).
+#[repr(C, u64)]
 enum Slot<V> {
     Mark,
     Value(V, u16),
@@ -381,6 +414,7 @@ enum Slot<V> {
 
 const NO_MEMO: u32 = u32::MAX;
 
+#[repr(C, u64)]
 enum Memo<V> {
     Empty,
     /// A container still open at this stack index.
@@ -390,6 +424,9 @@ enum Memo<V> {
     Ready(V, u16),
 }
 
+/// The machine's error: boxed, so that every `Result` on the hot path is one register.
+type Fail = Box<PickleError>;
+
 struct Machine<'b, R, B: Build> {
     input: Input<R>,
     builder: &'b mut B,
@@ -397,110 +434,112 @@ struct Machine<'b, R, B: Build> {
     /// Stack indices of the `MARK` slots, innermost last.
     marks: Vec<usize>,
     memo: Vec<Memo<B::Value>>,
+    /// Byte offset and code of the opcode being run; errors name them.
+    offset: u64,
+    code: u8,
 }
 
 impl<R: Read, B: Build> Machine<'_, R, B> {
-    fn run(mut self) -> Result<B::Value, PickleError> {
+    fn run(mut self) -> Result<B::Value, Fail> {
         loop {
-            let offset = self.input.offset();
-            let code = self.input.byte("an opcode")?;
-            let Some(name) = opcode_name(code) else {
-                return Err(PickleError::UnknownOpcode { code, offset });
+            self.offset = self.input.offset();
+            let Some(code) = self.input.byte() else {
+                return Err(self.input_failed(Some("an opcode")));
             };
-            let err = |reason: &str| PickleError::Malformed {
-                opcode: name,
-                offset,
-                reason: reason.to_string(),
-            };
+            self.code = code;
             match code {
                 0x80 => {
-                    let proto = self.input.byte(name)?;
+                    let proto = self.byte()?;
                     if proto > 5 {
-                        return Err(err(&format!("protocol {proto} is newer than 5")));
+                        return Err(self.malformed(format!("protocol {proto} is newer than 5")));
                     }
                 }
                 0x95 => {
-                    self.input.array::<8>(name)?;
+                    self.array::<8>()?;
                 }
                 b'.' => {
                     if self.stack.len() != 1 {
-                        return Err(err(&format!(
+                        return Err(self.malformed(format!(
                             "{} items on the stack, expected 1",
                             self.stack.len()
                         )));
                     }
-                    let (value, _) = self.pop_value(name, offset)?;
+                    let (value, _) = self.pop_value()?;
                     return Ok(value);
                 }
                 b'(' => {
                     self.marks.push(self.stack.len());
-                    self.push(Slot::Mark, name, offset)?;
+                    self.push(Slot::Mark)?;
                 }
                 b'0' => match self.stack.last() {
-                    None => return Err(err("stack is empty")),
+                    None => return Err(self.malformed("stack is empty")),
                     Some(Slot::Mark) => {
                         self.stack.pop();
                         self.marks.pop();
                     }
                     Some(_) => {
-                        self.pop_value(name, offset)?;
+                        self.pop_value()?;
                     }
                 },
                 b'1' => {
-                    self.pop_mark(name, offset)?;
+                    self.pop_mark()?;
                 }
                 b'2' => match self.stack.last() {
                     Some(Slot::Value(v, depth)) => {
                         let slot = Slot::Value(v.clone(), *depth);
-                        self.push(slot, name, offset)?;
+                        self.push(slot)?;
                     }
-                    _ => return Err(err("can only duplicate a finished value")),
+                    _ => return Err(self.malformed("can only duplicate a finished value")),
                 },
                 b'N' => {
                     let v = self.builder.none();
-                    self.push_value(v, name, offset)?;
+                    self.push_value(v)?;
                 }
                 0x88 | 0x89 => {
                     let v = self.builder.bool(code == 0x88);
-                    self.push_value(v, name, offset)?;
+                    self.push_value(v)?;
                 }
                 b'J' => {
-                    let v = i32::from_le_bytes(self.input.array(name)?);
+                    let v = i32::from_le_bytes(self.array()?);
                     let v = self.builder.int(v.into());
-                    self.push_value(v, name, offset)?;
+                    self.push_value(v)?;
                 }
                 b'K' => {
-                    let v = self.input.byte(name)?;
+                    let v = self.byte()?;
                     let v = self.builder.int(v.into());
-                    self.push_value(v, name, offset)?;
+                    self.push_value(v)?;
                 }
                 b'M' => {
-                    let v = u16::from_le_bytes(self.input.array(name)?);
+                    let v = u16::from_le_bytes(self.array()?);
                     let v = self.builder.int(v.into());
-                    self.push_value(v, name, offset)?;
+                    self.push_value(v)?;
                 }
                 0x8a | 0x8b => {
                     let len = if code == 0x8a {
-                        u64::from(self.input.byte(name)?)
+                        u64::from(self.byte()?)
                     } else {
-                        let len = i32::from_le_bytes(self.input.array(name)?);
-                        u64::try_from(len).map_err(|_| err("negative byte count"))?
+                        let len = i32::from_le_bytes(self.array()?);
+                        match u64::try_from(len) {
+                            Ok(len) => len,
+                            Err(_) => return Err(self.malformed("negative byte count")),
+                        }
                     };
-                    let bytes = self.input.bytes(len, name)?;
-                    let v = match decode_long(bytes) {
+                    self.load(len)?;
+                    let v = match decode_long(self.input.loaded()) {
                         Ok(v) => self.builder.int(v),
                         Err(wide) => self.builder.big_int(wide),
                     };
-                    self.push_value(v, name, offset)?;
+                    self.push_value(v)?;
                 }
                 b'G' => {
-                    let v = f64::from_be_bytes(self.input.array(name)?);
+                    let v = f64::from_be_bytes(self.array()?);
                     let v = self.builder.float(v);
-                    self.push_value(v, name, offset)?;
+                    self.push_value(v)?;
                 }
                 0x8c | b'X' | 0x8d | b'U' | b'T' => {
-                    let len = self.read_len(code, name, offset)?;
-                    let bytes = self.input.bytes(len, name)?;
+                    let len = self.read_len(code)?;
+                    self.load(len)?;
+                    let bytes = self.input.loaded();
                     let v = match std::str::from_utf8(bytes) {
                         Ok(s) => self.builder.str(s),
                         // Python writes lone surrogates with "surrogatepass"; keep going.
@@ -509,56 +548,58 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                             self.builder.str(&s)
                         }
                     };
-                    self.push_value(v, name, offset)?;
+                    self.push_value(v)?;
                 }
                 b'C' | b'B' | 0x8e | 0x96 => {
-                    let len = self.read_len(code, name, offset)?;
-                    let bytes = self.input.bytes(len, name)?;
-                    let v = self.builder.bytes(bytes);
-                    self.push_value(v, name, offset)?;
+                    let len = self.read_len(code)?;
+                    self.load(len)?;
+                    let v = self.builder.bytes(self.input.loaded());
+                    self.push_value(v)?;
                 }
                 b')' => {
                     let v = self.builder.tuple(Vec::new());
-                    self.push_value(v, name, offset)?;
+                    self.push_value(v)?;
                 }
                 0x85..=0x87 => {
                     let n = usize::from(code - 0x84);
                     if self.items_above_mark() < n {
-                        return Err(err("not enough items on the stack"));
+                        return Err(self.malformed("not enough items on the stack"));
                     }
                     let mut items = Vec::with_capacity(n);
                     let mut depth = 0;
                     for _ in 0..n {
-                        let (v, d) = self.pop_value(name, offset)?;
+                        let (v, d) = self.pop_value()?;
                         depth = depth.max(d);
                         items.push(v);
                     }
                     items.reverse();
                     let v = self.builder.tuple(items);
-                    self.push_nested(v, depth, name, offset)?;
+                    self.push_nested(v, depth)?;
                 }
                 b't' => {
-                    let (items, depth) = self.pop_mark(name, offset)?;
+                    let (items, depth) = self.pop_mark()?;
                     let v = self.builder.tuple(items);
-                    self.push_nested(v, depth, name, offset)?;
+                    self.push_nested(v, depth)?;
                 }
                 0x91 => {
-                    let (items, depth) = self.pop_mark(name, offset)?;
+                    let (items, depth) = self.pop_mark()?;
                     let v = self.builder.list(items);
-                    self.push_nested(v, depth, name, offset)?;
+                    self.push_nested(v, depth)?;
                 }
-                b']' | 0x8f => self.push(Slot::List(Vec::new(), 1, NO_MEMO), name, offset)?,
-                b'}' => self.push(Slot::Dict(Vec::new(), 1, NO_MEMO), name, offset)?,
+                b']' | 0x8f => self.push(Slot::List(Vec::new(), 1, NO_MEMO))?,
+                b'}' => self.push(Slot::Dict(Vec::new(), 1, NO_MEMO))?,
                 b'l' => {
-                    let (items, depth) = self.pop_mark(name, offset)?;
-                    let depth = self.nested_depth(depth, name, offset)?;
-                    self.push(Slot::List(items, depth, NO_MEMO), name, offset)?;
+                    let (items, depth) = self.pop_mark()?;
+                    let depth = self.nested_depth(depth)?;
+                    self.push(Slot::List(items, depth, NO_MEMO))?;
                 }
                 b'd' => {
-                    let (items, depth) = self.pop_mark(name, offset)?;
-                    let pairs = pairs(items).ok_or_else(|| err("odd number of items"))?;
-                    let depth = self.nested_depth(depth, name, offset)?;
-                    self.push(Slot::Dict(pairs, depth, NO_MEMO), name, offset)?;
+                    let (items, depth) = self.pop_mark()?;
+                    let Some(pairs) = pairs(items) else {
+                        return Err(self.malformed("odd number of items"));
+                    };
+                    let depth = self.nested_depth(depth)?;
+                    self.push(Slot::Dict(pairs, depth, NO_MEMO))?;
                 }
                 b'a' | b's' => {
                     let mark = self
@@ -567,166 +608,237 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                         .checked_sub(if code == b'a' { 1 } else { 2 });
                     match mark {
                         Some(at) if at >= self.marks.last().map_or(0, |m| m + 1) => {
-                            self.extend(at, false, name, offset)?;
+                            self.extend(at, false)?;
                         }
-                        _ => return Err(err("not enough items on the stack")),
+                        _ => return Err(self.malformed("not enough items on the stack")),
                     }
                 }
                 b'e' | 0x90 | b'u' => {
                     let Some(mark) = self.marks.pop() else {
-                        return Err(err("no MARK on the stack"));
+                        return Err(self.malformed("no MARK on the stack"));
                     };
-                    self.extend(mark + 1, true, name, offset)?;
+                    self.extend(mark + 1, true)?;
                 }
                 0x94 => {
                     let index = self.memo.len();
-                    self.memoize(index, name, offset)?;
+                    self.memoize(index)?;
                 }
                 b'q' => {
-                    let index = self.input.byte(name)?;
-                    self.memoize(index.into(), name, offset)?;
+                    let index = self.byte()?;
+                    self.memoize(index.into())?;
                 }
                 b'r' => {
-                    let index = u32::from_le_bytes(self.input.array(name)?);
-                    self.memoize(index as usize, name, offset)?;
+                    let index = u32::from_le_bytes(self.array()?);
+                    self.memoize(index as usize)?;
                 }
                 b'h' => {
-                    let index = self.input.byte(name)?;
-                    self.memo_get(index.into(), name, offset)?;
+                    let index = self.byte()?;
+                    self.memo_get(index.into())?;
                 }
                 b'j' => {
-                    let index = u32::from_le_bytes(self.input.array(name)?);
-                    self.memo_get(index as usize, name, offset)?;
+                    let index = u32::from_le_bytes(self.array()?);
+                    self.memo_get(index as usize)?;
                 }
                 b'c' | 0x93 | b'R' | b'b' | b'i' | b'o' | 0x81 | 0x92 | b'P' | b'Q' | 0x82
                 | 0x83 | 0x84 | 0x97 | 0x98 => {
-                    return Err(PickleError::Refused { name, offset });
+                    return Err(self.refused());
                 }
-                _ => return Err(PickleError::Unsupported { name, offset }),
+                _ => return Err(self.unsupported()),
             }
         }
     }
 
-    fn read_len(&mut self, code: u8, name: &'static str, offset: u64) -> Result<u64, PickleError> {
-        Ok(match code {
-            0x8c | b'U' | b'C' => self.input.byte(name)?.into(),
-            b'X' | b'B' => u32::from_le_bytes(self.input.array(name)?).into(),
-            b'T' => {
-                let len = i32::from_le_bytes(self.input.array(name)?);
-                u64::try_from(len).map_err(|_| PickleError::Malformed {
-                    opcode: name,
-                    offset,
-                    reason: "negative length".into(),
-                })?
-            }
-            _ => u64::from_le_bytes(self.input.array(name)?),
+    /// The name of the opcode being run (computed only for errors).
+    fn name(&self) -> &'static str {
+        opcode_name(self.code).unwrap_or("an opcode")
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn malformed(&self, reason: impl Into<String>) -> Fail {
+        Box::new(PickleError::Malformed {
+            opcode: self.name(),
+            offset: self.offset,
+            reason: reason.into(),
         })
     }
 
-    fn push(
-        &mut self,
-        slot: Slot<B::Value>,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(), PickleError> {
-        if self.stack.len() >= MAX_STACK {
-            return Err(PickleError::Limit {
-                opcode: name,
+    #[cold]
+    #[inline(never)]
+    fn limit(&self, reason: String) -> Fail {
+        Box::new(PickleError::Limit {
+            opcode: self.name(),
+            offset: self.offset,
+            reason,
+        })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn too_deep(&self) -> Fail {
+        self.limit(format!("containers nested deeper than {MAX_DEPTH}"))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refused(&self) -> Fail {
+        Box::new(PickleError::Refused {
+            name: self.name(),
+            offset: self.offset,
+        })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unsupported(&self) -> Fail {
+        let offset = self.offset;
+        Box::new(match opcode_name(self.code) {
+            Some(name) => PickleError::Unsupported { name, offset },
+            None => PickleError::UnknownOpcode {
+                code: self.code,
                 offset,
-                reason: format!("more than {MAX_STACK} items on the stack"),
-            });
+            },
+        })
+    }
+
+    /// The error for a failed read: the kept I/O error, else a truncation inside `opcode` (the
+    /// opcode being run when `None`).
+    #[cold]
+    #[inline(never)]
+    fn input_failed(&mut self, opcode: Option<&'static str>) -> Fail {
+        Box::new(match self.input.error.take() {
+            Some((offset, source)) => PickleError::Io { offset, source },
+            None => PickleError::Truncated {
+                opcode: opcode.unwrap_or_else(|| self.name()),
+                offset: self.input.base + self.input.end as u64,
+            },
+        })
+    }
+
+    #[inline(always)]
+    fn byte(&mut self) -> Result<u8, Fail> {
+        match self.input.byte() {
+            Some(b) => Ok(b),
+            None => Err(self.input_failed(None)),
+        }
+    }
+
+    #[inline(always)]
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Fail> {
+        match self.input.array() {
+            Some(a) => Ok(a),
+            None => Err(self.input_failed(None)),
+        }
+    }
+
+    /// Reads `n` bytes for [`Input::loaded`].
+    #[inline(always)]
+    fn load(&mut self, n: u64) -> Result<(), Fail> {
+        if self.input.load(n) {
+            Ok(())
+        } else {
+            Err(self.input_failed(None))
+        }
+    }
+
+    fn read_len(&mut self, code: u8) -> Result<u64, Fail> {
+        Ok(match code {
+            0x8c | b'U' | b'C' => self.byte()?.into(),
+            b'X' | b'B' => u32::from_le_bytes(self.array()?).into(),
+            b'T' => {
+                let len = i32::from_le_bytes(self.array()?);
+                match u64::try_from(len) {
+                    Ok(len) => len,
+                    Err(_) => return Err(self.malformed("negative length")),
+                }
+            }
+            _ => u64::from_le_bytes(self.array()?),
+        })
+    }
+
+    #[inline(always)]
+    fn push(&mut self, slot: Slot<B::Value>) -> Result<(), Fail> {
+        if self.stack.len() >= MAX_STACK {
+            return Err(self.limit(format!("more than {MAX_STACK} items on the stack")));
         }
         self.stack.push(slot);
         Ok(())
     }
 
-    fn push_value(
-        &mut self,
-        v: B::Value,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(), PickleError> {
-        self.push(Slot::Value(v, 0), name, offset)
+    #[inline(always)]
+    fn push_value(&mut self, v: B::Value) -> Result<(), Fail> {
+        self.push(Slot::Value(v, 0))
     }
 
-    fn nested_depth(
-        &self,
-        child_depth: u16,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<u16, PickleError> {
+    fn nested_depth(&self, child_depth: u16) -> Result<u16, Fail> {
         let depth = child_depth + 1;
         if depth > MAX_DEPTH {
-            return Err(PickleError::Limit {
-                opcode: name,
-                offset,
-                reason: format!("containers nested deeper than {MAX_DEPTH}"),
-            });
+            return Err(self.too_deep());
         }
         Ok(depth)
     }
 
-    fn push_nested(
-        &mut self,
-        v: B::Value,
-        child_depth: u16,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(), PickleError> {
-        let depth = self.nested_depth(child_depth, name, offset)?;
-        self.push(Slot::Value(v, depth), name, offset)
+    fn push_nested(&mut self, v: B::Value, child_depth: u16) -> Result<(), Fail> {
+        let depth = self.nested_depth(child_depth)?;
+        self.push(Slot::Value(v, depth))
     }
 
+    #[inline(always)]
     fn items_above_mark(&self) -> usize {
         self.stack.len() - self.marks.last().map_or(0, |m| m + 1)
     }
 
     /// Closes a slot: an open container goes to the builder and its memo slot becomes ready.
-    fn close(
-        &mut self,
-        slot: Slot<B::Value>,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(B::Value, u16), PickleError> {
-        close_slot(self.builder, &mut self.memo, slot, name, offset)
+    #[inline(always)]
+    fn close(&mut self, slot: Slot<B::Value>) -> Result<(B::Value, u16), Fail> {
+        match slot {
+            Slot::Value(v, depth) => Ok((v, depth)),
+            slot => match close_container(self.builder, &mut self.memo, slot) {
+                Some(done) => Ok(done),
+                None => Err(self.found_mark()),
+            },
+        }
     }
 
-    fn pop_value(
-        &mut self,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(B::Value, u16), PickleError> {
+    #[cold]
+    #[inline(never)]
+    fn found_mark(&self) -> Fail {
+        self.malformed("found MARK where a value was expected")
+    }
+
+    fn pop_value(&mut self) -> Result<(B::Value, u16), Fail> {
         if self.items_above_mark() == 0 {
-            return Err(PickleError::Malformed {
-                opcode: name,
-                offset,
-                reason: "no value on the stack".into(),
-            });
+            return Err(self.malformed("no value on the stack"));
         }
         let slot = self.stack.pop().expect("items_above_mark counted it");
-        self.close(slot, name, offset)
+        self.close(slot)
     }
 
     /// Pops everything above the innermost mark, and the mark; returns the items, oldest first,
     /// and their deepest depth.
-    fn pop_mark(
-        &mut self,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(Vec<B::Value>, u16), PickleError> {
+    fn pop_mark(&mut self) -> Result<(Vec<B::Value>, u16), Fail> {
         let Some(mark) = self.marks.pop() else {
-            return Err(PickleError::Malformed {
-                opcode: name,
-                offset,
-                reason: "no MARK on the stack".into(),
-            });
+            return Err(self.malformed("no MARK on the stack"));
         };
         let mut items = Vec::with_capacity(self.stack.len() - mark - 1);
         let mut depth = 0;
+        let mut failed = false;
         for slot in self.stack.drain(mark + 1..) {
-            let (v, d) = close_slot(self.builder, &mut self.memo, slot, name, offset)?;
+            let (v, d) = match slot {
+                Slot::Value(v, d) => (v, d),
+                slot => match close_container(self.builder, &mut self.memo, slot) {
+                    Some(done) => done,
+                    None => {
+                        failed = true;
+                        break;
+                    }
+                },
+            };
             depth = depth.max(d);
             items.push(v);
+        }
+        if failed {
+            return Err(self.found_mark());
         }
         self.stack.pop();
         Ok((items, depth))
@@ -734,18 +846,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
 
     /// Moves the slots from `from` up into the open list or dict just below `from` (below the
     /// mark when `marked`, which is then popped too).
-    fn extend(
-        &mut self,
-        from: usize,
-        marked: bool,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(), PickleError> {
-        let malformed = |reason: &str| PickleError::Malformed {
-            opcode: name,
-            offset,
-            reason: reason.to_string(),
-        };
+    fn extend(&mut self, from: usize, marked: bool) -> Result<(), Fail> {
         let target_at = if marked {
             from.checked_sub(2)
         } else {
@@ -755,66 +856,77 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         let floor = self.marks.last().map_or(0, |m| m + 1);
         let target_at = match target_at {
             Some(t) if t >= floor && !matches!(self.stack[t], Slot::Mark) => t,
-            _ => return Err(malformed("no list, set or dict below the items")),
+            _ => return Err(self.malformed("no list, set or dict below the items")),
         };
         let mut target = std::mem::replace(&mut self.stack[target_at], Slot::Mark);
-        let result = self.fill(&mut target, from, name, offset);
+        let result = self.fill(&mut target, from);
         self.stack.truncate(target_at + 1);
         self.stack[target_at] = target;
-        result
+        match result {
+            Ok(()) => Ok(()),
+            Err(why) => Err(self.fill_failed(why)),
+        }
     }
 
-    fn fill(
-        &mut self,
-        target: &mut Slot<B::Value>,
-        from: usize,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(), PickleError> {
-        let limit = |depth: u16| {
-            if depth >= MAX_DEPTH {
-                Err(PickleError::Limit {
-                    opcode: name,
-                    offset,
-                    reason: format!("containers nested deeper than {MAX_DEPTH}"),
-                })
-            } else {
-                Ok(depth + 1)
-            }
+    /// Moves `stack[from..]` into `target`; `Err` says why not (see [`Machine::fill_failed`]).
+    #[inline(always)]
+    fn fill(&mut self, target: &mut Slot<B::Value>, from: usize) -> Result<(), FillError> {
+        let is_dict = matches!(target, Slot::Dict(..));
+        let (Slot::List(_, depth, _) | Slot::Dict(_, depth, _)) = target else {
+            return Err(FillError::NotAContainer);
         };
+        if is_dict && !(self.stack.len() - from).is_multiple_of(2) {
+            return Err(FillError::Odd);
+        }
+        // First close every item in place, in order, checking depths; then move them over.
+        // (Two passes keep the common case, a finished value, a plain move.)
+        let mut deepest = 0;
+        for slot in &mut self.stack[from..] {
+            if !matches!(slot, Slot::Value(..)) {
+                close_in_place(self.builder, &mut self.memo, slot).ok_or(FillError::Mark)?;
+            }
+            let Slot::Value(_, d) = slot else {
+                unreachable!("closed above")
+            };
+            if *d >= MAX_DEPTH {
+                return Err(FillError::TooDeep);
+            }
+            deepest = deepest.max(*d + 1);
+        }
+        *depth = (*depth).max(deepest);
         let mut slots = self.stack.drain(from..);
         match target {
-            Slot::List(list, depth, _) => {
+            Slot::List(list, _, _) => {
                 list.reserve(slots.len());
                 for slot in slots {
-                    let (v, d) = close_slot(self.builder, &mut self.memo, slot, name, offset)?;
-                    *depth = (*depth).max(limit(d)?);
-                    list.push(v);
+                    if let Slot::Value(v, _) = slot {
+                        list.push(v);
+                    }
                 }
-                Ok(())
             }
-            Slot::Dict(dict, depth, _) => {
-                if !slots.len().is_multiple_of(2) {
-                    return Err(PickleError::Malformed {
-                        opcode: name,
-                        offset,
-                        reason: "odd number of items".into(),
-                    });
-                }
+            Slot::Dict(dict, _, _) => {
                 dict.reserve(slots.len() / 2);
-                while let (Some(k), Some(v)) = (slots.next(), slots.next()) {
-                    let (k, dk) = close_slot(self.builder, &mut self.memo, k, name, offset)?;
-                    let (v, dv) = close_slot(self.builder, &mut self.memo, v, name, offset)?;
-                    *depth = (*depth).max(limit(dk.max(dv))?);
+                while let (Some(Slot::Value(k, _)), Some(Slot::Value(v, _))) =
+                    (slots.next(), slots.next())
+                {
                     dict.push((k, v));
                 }
-                Ok(())
             }
-            _ => Err(PickleError::Malformed {
-                opcode: name,
-                offset,
-                reason: "target is not a list, set or dict being built (or is already referenced, as in a self-referencing structure)".into(),
-            }),
+            _ => unreachable!("checked above"),
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fill_failed(&self, why: FillError) -> Fail {
+        match why {
+            FillError::Mark => self.found_mark(),
+            FillError::TooDeep => self.too_deep(),
+            FillError::Odd => self.malformed("odd number of items"),
+            FillError::NotAContainer => self.malformed(
+                "target is not a list, set or dict being built (or is already referenced, as in a self-referencing structure)",
+            ),
         }
     }
 
@@ -826,34 +938,17 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         self.stack.last_mut()
     }
 
-    fn memoize(
-        &mut self,
-        index: usize,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(), PickleError> {
+    #[inline]
+    fn memoize(&mut self, index: usize) -> Result<(), Fail> {
         if index >= MAX_MEMO || index > self.memo.len() + MAX_MEMO_GAP {
-            return Err(PickleError::Limit {
-                opcode: name,
-                offset,
-                reason: format!(
-                    "memo index {index} is too large ({} entries so far)",
-                    self.memo.len()
-                ),
-            });
-        }
-        if index >= self.memo.len() {
-            self.memo.resize_with(index + 1, || Memo::Empty);
+            return Err(self.limit(format!(
+                "memo index {index} is too large ({} entries so far)",
+                self.memo.len()
+            )));
         }
         let at = self.stack.len().saturating_sub(1);
         let entry = match self.open_top() {
-            None => {
-                return Err(PickleError::Malformed {
-                    opcode: name,
-                    offset,
-                    reason: "nothing to memoize".into(),
-                });
-            }
+            None => return Err(self.malformed("nothing to memoize")),
             Some(Slot::Value(v, depth)) => Memo::Ready(v.clone(), *depth),
             Some(Slot::List(_, _, id) | Slot::Dict(_, _, id)) => {
                 if *id == NO_MEMO || *id as usize == index {
@@ -865,16 +960,29 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             }
             Some(Slot::Mark) => unreachable!("open_top never returns a mark"),
         };
-        self.memo[index] = entry;
+        if index == self.memo.len() {
+            self.memo.push(entry);
+        } else {
+            if index > self.memo.len() {
+                self.memo.resize_with(index + 1, || Memo::Empty);
+            }
+            self.memo[index] = entry;
+        }
         Ok(())
     }
 
-    fn memo_get(
-        &mut self,
-        index: usize,
-        name: &'static str,
-        offset: u64,
-    ) -> Result<(), PickleError> {
+    #[inline]
+    fn memo_get(&mut self, index: usize) -> Result<(), Fail> {
+        if let Some(Memo::Ready(v, depth)) = self.memo.get(index) {
+            let slot = Slot::Value(v.clone(), *depth);
+            return self.push(slot);
+        }
+        self.memo_get_slow(index)
+    }
+
+    /// [`Machine::memo_get`] of an alias, of a container still open, or of nothing.
+    #[inline(never)]
+    fn memo_get_slow(&mut self, index: usize) -> Result<(), Fail> {
         let index = match self.memo.get(index) {
             Some(&Memo::Alias(first)) => first as usize,
             _ => index,
@@ -884,7 +992,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         {
             // Close the container where it stands; it can no longer receive items.
             let open = std::mem::replace(&mut self.stack[at], Slot::Mark);
-            let (v, depth) = self.close(open, name, offset)?;
+            let (v, depth) = self.close(open)?;
             self.stack[at] = Slot::Value(v, depth);
         }
         let slot = match self.memo.get(index) {
@@ -892,53 +1000,60 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             // Only reachable when one memo index was stored over and over for different
             // containers; no pickler does that.
             Some(Memo::Open(_) | Memo::Alias(_)) => {
-                return Err(PickleError::Malformed {
-                    opcode: name,
-                    offset,
-                    reason: format!(
-                        "memo index {index} was overwritten while its container was being built"
-                    ),
-                });
+                return Err(self.malformed(format!(
+                    "memo index {index} was overwritten while its container was being built"
+                )));
             }
             Some(Memo::Empty) | None => {
-                return Err(PickleError::Malformed {
-                    opcode: name,
-                    offset,
-                    reason: format!(
-                        "memo index {index} was never stored ({} entries)",
-                        self.memo.len()
-                    ),
-                });
+                return Err(self.malformed(format!(
+                    "memo index {index} was never stored ({} entries)",
+                    self.memo.len()
+                )));
             }
         };
-        self.push(slot, name, offset)
+        self.push(slot)
     }
 }
 
-/// See [`Machine::close`]; a free function so it can run while the stack is being drained.
-fn close_slot<B: Build>(
+/// Why [`Machine::fill`] stopped.
+enum FillError {
+    Mark,
+    TooDeep,
+    Odd,
+    NotAContainer,
+}
+
+/// [`close_container`] where the slot stands: it becomes a [`Slot::Value`]; `None` for a mark.
+#[inline(never)]
+fn close_in_place<B: Build>(
+    builder: &mut B,
+    memo: &mut [Memo<B::Value>],
+    slot: &mut Slot<B::Value>,
+) -> Option<()> {
+    let open = std::mem::replace(slot, Slot::Mark);
+    let (v, depth) = close_container(builder, memo, open)?;
+    *slot = Slot::Value(v, depth);
+    Some(())
+}
+
+/// Hands an open container to the builder and makes its memo slot ready; `None` for a mark.
+/// A free function so it can run while the stack is being drained.
+#[inline]
+fn close_container<B: Build>(
     builder: &mut B,
     memo: &mut [Memo<B::Value>],
     slot: Slot<B::Value>,
-    name: &'static str,
-    offset: u64,
-) -> Result<(B::Value, u16), PickleError> {
+) -> Option<(B::Value, u16)> {
     let (value, depth, id) = match slot {
-        Slot::Value(v, depth) => return Ok((v, depth)),
-        Slot::Mark => {
-            return Err(PickleError::Malformed {
-                opcode: name,
-                offset,
-                reason: "found MARK where a value was expected".into(),
-            });
-        }
+        Slot::Value(v, depth) => return Some((v, depth)),
+        Slot::Mark => return None,
         Slot::List(items, depth, id) => (builder.list(items), depth, id),
         Slot::Dict(items, depth, id) => (builder.dict(items), depth, id),
     };
     if id != NO_MEMO {
         memo[id as usize] = Memo::Ready(value.clone(), depth);
     }
-    Ok((value, depth))
+    Some((value, depth))
 }
 
 fn pairs<V>(items: Vec<V>) -> Option<Vec<(V, V)>> {
