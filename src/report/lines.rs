@@ -7,9 +7,18 @@
 //!   line that contains one of the [`NEEDLES`], in file order. The slice it gets has no `\n`;
 //!   a trailing `\r` (CRLF logs) is still there for the caller to strip. A last line without a
 //!   terminator (a log cut off mid-write) is passed like any other.
-//! - Lines without a needle are only counted: the scan is memchr/memmem over whole chunks, the
-//!   way grep works, so its cost barely depends on how much noise the log holds.
-//! - Memory is one chunk buffer (1 MiB), grown only while a single line is longer than it.
+//! - Lines without a needle are only counted: the scan is memchr over whole chunks, the way grep
+//!   works (one `memchr3` pass for a rare byte of each needle, every probe checked, falling back
+//!   to one memmem pass per needle where those bytes turn out common), so its cost barely depends
+//!   on how much noise the log holds.
+//! - The calling thread reads and calls the sink; one scoped helper thread counts lines and
+//!   finds needles in the chunks already read, so the kernel's read copy overlaps the scan (on a
+//!   page-cached log the read is what grep spends its time on). The sink therefore needs no
+//!   `Send`, and neither does the reader.
+//! - Memory is a fixed ring of three chunk buffers (1 MiB each) passed back and forth
+//!   between the two threads, plus the partial line carried from one chunk to the next; a
+//!   buffer grows only while a single line is longer than it, and shrinks back to one chunk when
+//!   it comes round again.
 //! - [`split_prints`] cuts a line into memory prints: every `[rank=` tag starts one, and it runs
 //!   to the next tag or the end of the line, so two prints that ran together on one physical
 //!   line come apart. Text before the first tag (timestamps, `srun --label`/`torchrun --tee`
@@ -19,6 +28,8 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
 
 use memchr::memmem;
 
@@ -51,47 +62,229 @@ pub type Needles = u8;
 
 /// Reads `reader` to the end, calls `sink` with each line holding a needle and the set of
 /// needles it holds, and returns the number of lines read (a cut-off last line counts as one).
+///
+/// See the module doc for the threads and buffers: `sink` runs on the calling thread.
 pub fn scan<R: Read>(mut reader: R, mut sink: impl FnMut(&[u8], Needles)) -> io::Result<u64> {
-    let finders = NEEDLES.map(memmem::Finder::new);
-    let mut buf = vec![0u8; CHUNK];
-    // `buf[..filled]` holds bytes not yet processed; they never contain a complete line
-    // at the top of the loop.
-    let mut filled = 0;
-    let mut lines = 0u64;
-    loop {
-        if filled == buf.len() {
-            buf.resize(buf.len() * 2, 0);
+    let (work_tx, work_rx) = mpsc::sync_channel::<Batch>(BUFFERS);
+    let (done_tx, done_rx) = mpsc::sync_channel::<Batch>(BUFFERS);
+    thread::scope(|scope| {
+        scope.spawn(move || {
+            let finders = NEEDLES.map(memmem::Finder::new);
+            for mut batch in work_rx {
+                batch.scan(&finders);
+                if done_tx.send(batch).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut lines = 0u64;
+        let mut in_flight = 0;
+        let mut fresh = BUFFERS;
+        // Bytes after the last line end of the previous chunk: the start of a line.
+        let mut carry: Vec<u8> = Vec::new();
+        // Hands the lines of a scanned batch to the sink, in file order, and frees the batch.
+        let mut finish = |batch: Batch, lines: &mut u64| {
+            *lines += batch.lines;
+            for hit in &batch.hits {
+                sink(&batch.buf[hit.start..hit.end], hit.found);
+            }
+            batch
+        };
+        loop {
+            let mut batch = if fresh > 0 {
+                fresh -= 1;
+                Batch::new()
+            } else {
+                let Ok(done) = done_rx.recv() else {
+                    return Err(io::Error::other("the line scanner stopped"));
+                };
+                in_flight -= 1;
+                let mut batch = finish(done, &mut lines);
+                batch.recycle();
+                batch
+            };
+            let at_eof = batch.fill(&mut reader, &mut carry)?;
+            if batch.len > 0 {
+                in_flight += 1;
+                if work_tx.send(batch).is_err() {
+                    return Err(io::Error::other("the line scanner stopped"));
+                }
+            }
+            if at_eof {
+                break;
+            }
         }
-        let n = match reader.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let new_end = filled + n;
-        let Some(last_nl) = memchr::memrchr(b'\n', &buf[filled..new_end]) else {
-            filled = new_end;
-            continue;
-        };
-        let complete = filled + last_nl + 1;
-        lines += memchr::memchr_iter(b'\n', &buf[..complete]).count() as u64;
-        scan_region(&buf[..complete], &finders, &mut sink);
-        buf.copy_within(complete..new_end, 0);
-        filled = new_end - complete;
-    }
-    if filled > 0 {
-        lines += 1;
-        scan_region(&buf[..filled], &finders, &mut sink);
-    }
-    Ok(lines)
+        drop(work_tx);
+        for _ in 0..in_flight {
+            let Ok(done) = done_rx.recv() else {
+                return Err(io::Error::other("the line scanner stopped"));
+            };
+            finish(done, &mut lines);
+        }
+        Ok(lines)
+    })
 }
 
-/// Calls `sink` once per line of `region` that holds a needle. `region` ends at a line end
-/// (its last byte is `\n`) or at the end of the input.
+/// How many chunk buffers [`scan`] cycles through: one being read, the others being scanned or
+/// waiting.
+const BUFFERS: usize = 3;
+
+/// One chunk on its way through [`scan`]: `buf[..len]` is whole lines (the last one possibly
+/// cut off when `at_eof`); the scanner fills in `lines` and `hits`.
+struct Batch {
+    buf: Vec<u8>,
+    len: usize,
+    at_eof: bool,
+    lines: u64,
+    hits: Vec<Hit>,
+}
+
+/// A line holding a needle: `buf[start..end]` without its `\n`.
+struct Hit {
+    start: usize,
+    end: usize,
+    found: Needles,
+}
+
+impl Batch {
+    fn new() -> Self {
+        Batch {
+            buf: vec![0; CHUNK],
+            len: 0,
+            at_eof: false,
+            lines: 0,
+            hits: Vec::new(),
+        }
+    }
+
+    /// Back to one chunk after a line longer than it made the buffer grow.
+    fn recycle(&mut self) {
+        if self.buf.len() > CHUNK {
+            self.buf.truncate(CHUNK);
+            self.buf.shrink_to_fit();
+        }
+        self.hits.clear();
+    }
+
+    /// Starts the buffer with `carry` and reads until it is full or the input ends, growing it
+    /// while no line end is in sight. Leaves the bytes after the last line end in `carry`, and
+    /// returns whether the input ended.
+    fn fill<R: Read>(&mut self, reader: &mut R, carry: &mut Vec<u8>) -> io::Result<bool> {
+        if carry.len() >= self.buf.len() {
+            self.buf.resize(carry.len() * 2, 0);
+        }
+        self.buf[..carry.len()].copy_from_slice(carry);
+        let mut filled = carry.len();
+        // Where to look for a line end: everything before was checked.
+        let mut checked = 0;
+        carry.clear();
+        self.at_eof = loop {
+            if filled == self.buf.len() {
+                if memchr::memrchr(b'\n', &self.buf[checked..filled]).is_some() {
+                    break false;
+                }
+                checked = filled;
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            match reader.read(&mut self.buf[filled..]) {
+                Ok(0) => break true,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        };
+        self.len = if self.at_eof {
+            filled
+        } else {
+            // The buffer is full and holds a line end past `checked`.
+            memchr::memrchr(b'\n', &self.buf[checked..filled]).map_or(filled, |p| checked + p + 1)
+        };
+        carry.extend_from_slice(&self.buf[self.len..filled]);
+        Ok(self.at_eof)
+    }
+
+    /// Counts the lines of `buf[..len]` and collects those holding a needle.
+    fn scan(&mut self, finders: &[memmem::Finder<'_>; 3]) {
+        let region = &self.buf[..self.len];
+        self.lines = memchr::memchr_iter(b'\n', region).count() as u64;
+        if self.at_eof && region.last().is_some_and(|&b| b != b'\n') {
+            self.lines += 1;
+        }
+        let hits = &mut self.hits;
+        hits.clear();
+        scan_region(region, finders, |start, end, found| {
+            hits.push(Hit { start, end, found })
+        });
+    }
+}
+
+/// One byte of each needle, at `PROBES[k].1` in `NEEDLES[k]`, picked for being rare in logs:
+/// a single `memchr3` pass finds every place a needle could sit, and each is checked.
+/// (memchr's own pick for `[rank=` is `[`, which starts most lines of NCCL and torch noise.)
+const PROBES: [(u8, usize); 3] = [(b'=', 5), (b'|', 0), (b'U', 1)];
+
+/// Calls `hit_line` with the bounds and the needles of each line of `region` that holds a
+/// needle. `region` ends at a line end (its last byte is `\n`) or at the end of the input.
+///
+/// One `memchr3` pass over the probe bytes of [`PROBES`] while they stay rare (at most about
+/// one false probe per 512 bytes); past that the rest of the region goes through
+/// [`scan_region_memmem`], whose cost does not depend on the text.
 fn scan_region(
     region: &[u8],
     finders: &[memmem::Finder<'_>; 3],
-    sink: &mut impl FnMut(&[u8], Needles),
+    mut hit_line: impl FnMut(usize, usize, Needles),
+) {
+    // The line being collected: start, end (its `\n` or the region's end), needles so far.
+    let mut line: Option<(usize, usize, Needles)> = None;
+    let mut misses = 0usize;
+    let [(b0, _), (b1, _), (b2, _)] = PROBES;
+    for at in memchr::memchr3_iter(b0, b1, b2, region) {
+        if let Some((start, end, found)) = line.take_if(|&mut (_, end, _)| at > end) {
+            hit_line(start, end, found);
+        }
+        let byte = region[at];
+        let hit = (0..NEEDLES.len()).find(|&k| {
+            let (probe, offset) = PROBES[k];
+            byte == probe
+                && at
+                    .checked_sub(offset)
+                    .is_some_and(|s| region[s..].starts_with(NEEDLES[k]))
+        });
+        let Some(k) = hit else {
+            misses += 1;
+            if misses > 4096 + at / 512 {
+                // Too many false probes: hand over at the start of the current line.
+                let from = line.map_or_else(
+                    || memchr::memrchr(b'\n', &region[..at]).map_or(0, |p| p + 1),
+                    |(start, _, _)| start,
+                );
+                scan_region_memmem(&region[from..], finders, |s, e, f| {
+                    hit_line(from + s, from + e, f)
+                });
+                return;
+            }
+            continue;
+        };
+        match &mut line {
+            Some((_, _, found)) => *found |= 1 << k,
+            None => {
+                let start = memchr::memrchr(b'\n', &region[..at]).map_or(0, |p| p + 1);
+                let end = memchr::memchr(b'\n', &region[at..]).map_or(region.len(), |p| at + p);
+                line = Some((start, end, 1 << k));
+            }
+        }
+    }
+    if let Some((start, end, found)) = line {
+        hit_line(start, end, found);
+    }
+}
+
+/// [`scan_region`] with one memmem pass per needle: slower on the usual log, but its speed
+/// does not depend on how often the probe bytes occur.
+fn scan_region_memmem(
+    region: &[u8],
+    finders: &[memmem::Finder<'_>; 3],
+    mut hit_line: impl FnMut(usize, usize, Needles),
 ) {
     let mut next: [Option<usize>; 3] = std::array::from_fn(|k| finders[k].find(region));
     while let Some(hit) = next.iter().flatten().copied().min() {
@@ -105,7 +298,7 @@ fn scan_region(
                 set
             }
         });
-        sink(&region[start..end], found);
+        hit_line(start, end, found);
         for (k, slot) in next.iter_mut().enumerate() {
             if slot.is_some_and(|p| p < resume) {
                 *slot = region
@@ -241,6 +434,145 @@ mod tests {
             seen,
             [3 * CHUNK + "[rank=3] tail".len(), "[rank=4] next".len()]
         );
+    }
+
+    /// What `scan` must report, computed the slow way: split at `\n`, a cut-off tail is a line.
+    fn reference(input: &[u8]) -> (Vec<(Vec<u8>, Needles)>, u64) {
+        let mut parts: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
+        if parts.last().is_some_and(|p| p.is_empty()) {
+            parts.pop();
+        }
+        let hits = parts
+            .iter()
+            .filter_map(|line| {
+                let found = NEEDLES.iter().enumerate().fold(0, |set, (k, n)| {
+                    if memmem::find(line, n).is_some() {
+                        set | 1 << k
+                    } else {
+                        set
+                    }
+                });
+                (found != 0).then(|| (line.to_vec(), found))
+            })
+            .collect();
+        (hits, parts.len() as u64)
+    }
+
+    /// A reader that hands out at most `step` bytes per call, then fails with `fail` when set.
+    struct Steps<'a> {
+        rest: &'a [u8],
+        step: usize,
+        fail: Option<io::ErrorKind>,
+    }
+
+    impl Read for Steps<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if let (true, Some(kind)) = (self.rest.is_empty(), self.fail) {
+                return Err(kind.into());
+            }
+            let n = self.rest.len().min(out.len()).min(self.step);
+            out[..n].copy_from_slice(&self.rest[..n]);
+            self.rest = &self.rest[n..];
+            Ok(n)
+        }
+    }
+
+    /// A few MiB of noise with needles (some at chunk edges, some several to a line, one line
+    /// longer than a chunk), so the scan cycles through every buffer more than once.
+    fn many_chunks(cut_off: bool) -> Vec<u8> {
+        let mut input = Vec::new();
+        let mut i = 0u64;
+        while input.len() < 7 * CHUNK {
+            i += 1;
+            let line = match i % 7 {
+                0 => format!("[rank={i} pp=0] Step1 F0 i=0: alloc=1.00 non-pt=3.71\n"),
+                1 => format!("{} | step {i:08}/99999999 | loss 1.0\r\n", i % 10),
+                2 if i % 5000 == 2 => format!("{}[rank=1] CUDA out of memory\n", "y".repeat(CHUNK)),
+                3 if i.is_multiple_of(3) => "[rank=2] a[rank=3] b | step 1\n".to_owned(),
+                4 => "\n".to_owned(),
+                _ => format!("[W722 10:00:17.000 ProcessGroupNCCL.cpp:4561] rank {i}.\n"),
+            };
+            input.extend_from_slice(line.as_bytes());
+        }
+        if cut_off {
+            input.extend_from_slice(b"[rank=9 pp=0] cut off mid-wr");
+        }
+        input
+    }
+
+    #[test]
+    fn many_chunks_match_a_line_by_line_reference_whatever_the_read_sizes() {
+        for cut_off in [false, true] {
+            let input = many_chunks(cut_off);
+            let want = reference(&input);
+            for step in [usize::MAX, CHUNK - 1, 4096 + 3] {
+                let mut seen = Vec::new();
+                let reader = Steps {
+                    rest: &input,
+                    step,
+                    fail: None,
+                };
+                let n = scan(reader, |l, set| seen.push((l.to_vec(), set))).unwrap();
+                assert_eq!(n, want.1, "lines, step {step}, cut off {cut_off}");
+                assert!(
+                    seen == want.0,
+                    "hits differ, step {step}, cut off {cut_off}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn noise_full_of_probe_bytes_falls_back_without_losing_a_line() {
+        let mut input = Vec::new();
+        for i in 0..200_000u32 {
+            let line = match i % 5 {
+                0 => format!("UU||== k=v | a=b [rank={i}] x=y | step {i}\n"),
+                1 => "NCCL_ALGO=Ring|Tree UUUU CUDA out of memor CUDA out of memory\n".to_owned(),
+                _ => "x=1 y=2 z=3 |U|U|U| w=4 v=5 u=6 ||||\n".to_owned(),
+            };
+            input.extend_from_slice(line.as_bytes());
+        }
+        let want = reference(&input);
+        let mut seen = Vec::new();
+        let n = scan(&input[..], |l, set| seen.push((l.to_vec(), set))).unwrap();
+        assert_eq!(n, want.1);
+        assert!(seen == want.0, "hits differ");
+        // And straight through scan_region, where the switch happens mid-line and mid-region.
+        let finders = NEEDLES.map(memmem::Finder::new);
+        let mut direct = Vec::new();
+        scan_region(&input, &finders, |s, e, f| {
+            direct.push((input[s..e].to_vec(), f))
+        });
+        assert!(direct == want.0, "scan_region hits differ");
+    }
+
+    #[test]
+    fn a_read_error_mid_log_is_returned() {
+        let input = many_chunks(false);
+        let reader = Steps {
+            rest: &input,
+            step: 100_000,
+            fail: Some(io::ErrorKind::InvalidData),
+        };
+        let err = scan(reader, |_, _| {}).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn an_interrupted_read_is_retried() {
+        struct Once<'a>(bool, &'a [u8]);
+        impl Read for Once<'_> {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                if !std::mem::replace(&mut self.0, true) {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                self.1.read(out)
+            }
+        }
+        let mut seen = 0;
+        let n = scan(Once(false, b"[rank=0] a\nb\n"), |_, _| seen += 1).unwrap();
+        assert_eq!((n, seen), (2, 1));
     }
 
     #[test]
