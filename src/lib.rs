@@ -6,6 +6,7 @@
 //! (parses, ruff-stable, reversible) → [`write`] writes all files atomically. [`remove`] and
 //! [`status`] read instrumentation back out of a tree.
 
+pub mod compressed;
 pub mod diff;
 pub mod edit;
 pub mod error;

@@ -26,7 +26,7 @@
 //! - [`clean`] removes ANSI escape sequences and the trailing `\r`, reusing a caller's buffer.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
@@ -46,15 +46,7 @@ const CHUNK: usize = 1 << 20;
 
 /// Opens `path`, decompressing gzip or zstd when the magic bytes say so.
 pub fn open(path: &Path) -> io::Result<Box<dyn Read>> {
-    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
-    let head = reader.fill_buf()?;
-    if head.starts_with(&[0x1f, 0x8b]) {
-        Ok(Box::new(flate2::read::MultiGzDecoder::new(reader)))
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Ok(Box::new(zstd::stream::read::Decoder::with_buffer(reader)?))
-    } else {
-        Ok(Box::new(reader))
-    }
+    crate::compressed::decompressed(BufReader::with_capacity(64 * 1024, File::open(path)?))
 }
 
 /// Bit `k` of a [`Needles`] set says the line holds `NEEDLES[k]`.

@@ -83,7 +83,7 @@ pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
         inner: BufReader::with_capacity(1 << 20, file),
         bar: bar.clone(),
     };
-    let input = decompressed(input).map_err(|source| LoadError::Open {
+    let input = crate::compressed::decompressed(input).map_err(|source| LoadError::Open {
         path: display.clone(),
         source,
     })?;
@@ -106,19 +106,6 @@ pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
         events: snapshot.device_traces.iter().map(Vec::len).sum(),
         devices,
         allocator_settings: snapshot.allocator_settings,
-    })
-}
-
-/// The pickle stream: gzip (`1f 8b`) and zstd (`28 b5 2f fd`) files are decompressed on the fly,
-/// so `memory_snapshot_rank0_step0.pickle.gz` reads like the pickle itself.
-fn decompressed<R: BufRead + 'static>(mut input: R) -> std::io::Result<Box<dyn Read>> {
-    let head = input.fill_buf()?;
-    Ok(if head.starts_with(&[0x1f, 0x8b]) {
-        Box::new(flate2::read::MultiGzDecoder::new(input))
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(zstd::stream::read::Decoder::with_buffer(input)?)
-    } else {
-        Box::new(input)
     })
 }
 
