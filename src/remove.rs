@@ -178,7 +178,7 @@ impl Stripper<'_> {
     }
 
     fn text_of(&self, node: &impl Ranged) -> String {
-        crate::instrument::anchor::stmt_text(self.src, node)
+        self.src.statement_text(node, None)
     }
 
     fn body(&mut self, body: &[Stmt], module_level: bool) {
@@ -378,14 +378,9 @@ impl Stripper<'_> {
                 Some(end) => (end.to_usize(), keyword.end().to_usize()),
                 None => (keyword.start().to_usize(), keyword.end().to_usize()),
             };
-            let (start, end) = self.src.full_lines(stmt);
-            let text = format!(
-                "{}{}",
-                &self.src.text[start..cut_start],
-                &self.src.text[cut_end..end]
-            );
-            let indent = self.src.indent_at(stmt.start().to_usize()).len();
-            let dedented = crate::template::dedent(text.trim_end_matches('\n'), indent);
+            let dedented = self
+                .src
+                .statement_text(stmt, Some((cut_start, cut_end, "")));
             let shaped = self.shape(stmt, &dedented);
             self.replace(stmt, shaped);
             return;

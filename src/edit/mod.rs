@@ -114,14 +114,8 @@ impl<'s> FileEdits<'s> {
             Some(end) => (end.to_usize(), ", "),
             None => (arguments.start().to_usize() + 1, ""),
         };
-        let (start, end) = self.src.full_lines(stmt);
-        let text = format!(
-            "{}{separator}{argument}{}",
-            &self.src.text[start..at],
-            &self.src.text[at..end]
-        );
-        let indent = self.src.indent_at(stmt.start().to_usize()).len();
-        crate::template::dedent(text.trim_end_matches(['\n', '\r']), indent).replace('\r', "")
+        self.src
+            .statement_text(stmt, Some((at, at, &format!("{separator}{argument}"))))
     }
 
     /// Replaces exactly `start..end` by `text`, which must already be in its final shape.

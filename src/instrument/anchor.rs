@@ -169,11 +169,3 @@ pub fn blank_line_before(src: &PySource, offset: usize) -> bool {
     let start = src.line_start(offset);
     start == 0 || src.text[src.line_start(start - 1)..start].trim().is_empty()
 }
-
-/// The statement's full lines, de-indented to column 0, without the final newline.
-pub fn stmt_text(src: &PySource, stmt: &impl Ranged) -> String {
-    let (start, end) = src.full_lines(stmt);
-    let indent = src.indent_at(stmt.start().to_usize()).len();
-    crate::template::dedent(src.text[start..end].trim_end_matches(['\n', '\r']), indent)
-        .replace('\r', "")
-}

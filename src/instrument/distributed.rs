@@ -46,7 +46,7 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
     let set_device = anchor::call_stmt(src, def, "set_device")?;
     let moved = set_device.start() > init.start();
     let mut before = DISTRIBUTED.block("before_init_process_group").to_string();
-    let set_device_text = anchor::stmt_text(src, set_device);
+    let set_device_text = src.statement_text(set_device, None);
     if moved {
         edits.replace_lines(set_device, DISTRIBUTED.block("moved_set_device"))?;
     } else {

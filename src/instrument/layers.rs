@@ -69,7 +69,7 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
         ("stage5", Some("after stage5 (forward_stage5)")),
     ] {
         let call = stage_call(src, def, layer, &format!("forward_{stage}"))?;
-        let statement = anchor::stmt_text(src, call);
+        let statement = src.statement_text(call, None);
         let mut block = render(
             "saved_tensors",
             &[("STAGE", stage), ("STATEMENT", &statement)],

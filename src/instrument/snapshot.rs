@@ -48,7 +48,7 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
     let model_step = find::find_deep(&def.body, &on_model("step"))
         .ok_or_else(|| anchor::missing(src, "train_step", "the call `model.step(...)`", near))?;
 
-    let statement = anchor::stmt_text(src, model_step);
+    let statement = src.statement_text(model_step, None);
     let values = [
         ("RANKS", params.ranks_literal()),
         ("STEP", step.to_string()),

@@ -72,6 +72,25 @@ impl PySource {
         )
     }
 
+    /// The whole lines of `node`, with `splice` (`start..end` replaced by a text, offsets into
+    /// the file inside those lines) applied, de-indented by the node's indentation, with `\n`
+    /// line ends and no final newline: the form templates and snippet formatting take.
+    pub fn statement_text(
+        &self,
+        node: &impl Ranged,
+        splice: Option<(usize, usize, &str)>,
+    ) -> String {
+        let (start, end) = self.full_lines(node);
+        let (cut_start, cut_end, insert) = splice.unwrap_or((end, end, ""));
+        let text = format!(
+            "{}{insert}{}",
+            &self.text[start..cut_start],
+            &self.text[cut_end..end]
+        );
+        let indent = self.indent_at(node.range().start().to_usize()).len();
+        crate::template::dedent(text.trim_end_matches(['\n', '\r']), indent).replace('\r', "")
+    }
+
     /// 1-based line number of `offset`.
     pub fn line_number(&self, offset: usize) -> usize {
         line_number(&self.text, offset)
