@@ -55,3 +55,24 @@ fn every_prefix_of_a_real_snapshot_fails_cleanly() {
         assert!(e.to_string().contains("truncated"), "{len}: {e}");
     }
 }
+
+/// Found by `cargo fuzz`: trace times near the ends of `i64` overflowed the HTML chart's
+/// arithmetic. Every format must still render it.
+#[test]
+fn extreme_trace_times_render_in_every_format() {
+    for format in ["text", "json", "html"] {
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("memprints"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args([
+                "snapshot",
+                "tests/data/snapshot/fuzz/extreme_times.pickle",
+                "--format",
+                format,
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{format}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{format}: {stderr}");
+    }
+}

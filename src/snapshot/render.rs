@@ -486,10 +486,11 @@ fn svg(d: &DeviceReport) -> String {
     if d.timeline.len() < 2 {
         return "<p>(no trace events to plot)</p>".into();
     }
-    let x0 = d.timeline.first().map_or(0, |p| p.0);
-    let x1 = d.timeline.last().map_or(1, |p| p.0).max(x0 + 1);
+    // Times come from the file: plot in f64 so hostile extremes cannot overflow.
+    let x0 = d.timeline.first().map_or(0.0, |p| p.0 as f64);
+    let x1 = d.timeline.last().map_or(1.0, |p| p.0 as f64).max(x0 + 1.0);
     let y_max = d.peak_allocated_bytes.max(1) as f64;
-    let px = |x: i64| LEFT + (x - x0) as f64 / (x1 - x0) as f64 * (W - LEFT - 10.0);
+    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * (W - LEFT - 10.0);
     let py = |y: u64| 10.0 + (1.0 - y as f64 / y_max) * (H - BOTTOM - 10.0);
     let mut out = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" font-size=\"11\">"
@@ -521,7 +522,7 @@ fn svg(d: &DeviceReport) -> String {
     let points: Vec<String> = d
         .timeline
         .iter()
-        .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+        .map(|&(x, y)| format!("{:.1},{:.1}", px(x as f64), py(y)))
         .collect();
     let _ = write!(
         out,
@@ -530,9 +531,9 @@ fn svg(d: &DeviceReport) -> String {
     );
     for o in &d.ooms {
         let x = if d.time_axis {
-            o.time_us
+            o.time_us as f64
         } else {
-            o.event_index as i64
+            o.event_index as f64
         };
         let _ = write!(
             out,
@@ -544,9 +545,9 @@ fn svg(d: &DeviceReport) -> String {
     }
     if let Some(i) = d.peak_event_index {
         let x = if d.time_axis {
-            d.peak_time_us.unwrap_or(x0)
+            d.peak_time_us.map_or(x0, |t| t as f64)
         } else {
-            i as i64
+            i as f64
         };
         let _ = write!(
             out,
