@@ -10,6 +10,7 @@ pub mod compressed;
 pub mod diff;
 pub mod edit;
 pub mod error;
+pub mod estimate;
 pub mod instrument;
 pub mod ops;
 pub mod params;
