@@ -190,7 +190,7 @@ def describe(pp_rank, kwargs, result, text):
     }
 
 
-def run_json(tree, ranks, flags, guard):
+def run_json(ranks, flags, guard):
     cli = importlib.import_module("tools.memory_estimator.__main__")
     stop_if_torch(guard)
     if not callable(getattr(cli, "main", None)) or not callable(getattr(cli, "run_estimate", None)):
@@ -235,7 +235,7 @@ def main():
     try:
         if mode == "json":
             ranks = [int(r) for r in sys.argv[3].split(",")]
-            run_json(tree, ranks, sys.argv[4:], guard)
+            run_json(ranks, sys.argv[4:], guard)
         else:
             sys.argv = ["memory_estimator", *sys.argv[3:]]
             runpy.run_module("tools.memory_estimator", run_name="__main__", alter_sys=True)

@@ -158,6 +158,9 @@ pub fn estimate(
     pp_ranks: &[u32],
 ) -> Result<Vec<Estimate>, EstimateError> {
     locate(&options.tree)?;
+    if pp_ranks.is_empty() {
+        return Ok(Vec::new());
+    }
     let flags = settings.estimator_flags();
     let ranks = pp_ranks
         .iter()
