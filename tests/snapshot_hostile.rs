@@ -51,7 +51,7 @@ fn each_hostile_file_fails_with_one_line() {
 fn every_prefix_of_a_real_snapshot_fails_cleanly() {
     let whole = std::fs::read("tests/data/snapshot/basic_p4.pickle").unwrap();
     for len in 0..whole.len() - 1 {
-        let e = memprints::snapshot::model::Snapshot::read(&whole[..len]).unwrap_err();
+        let e = memprints::snapshot::decode::Snapshot::read(&whole[..len]).unwrap_err();
         assert!(e.to_string().contains("truncated"), "{len}: {e}");
     }
 }

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memprints::snapshot::{analyze, model::Snapshot, pickle, render};
+use memprints::snapshot::{analyze, decode::Snapshot, pickle, render};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(_value) = pickle::read(data, &mut pickle::ValueBuilder) {}
@@ -19,9 +19,9 @@ fuzz_target!(|data: &[u8]| {
                 allocator_settings: snapshot.allocator_settings,
             };
             let reports = [report];
-            let _ = render::text(&reports, 5);
-            let _ = render::json(&reports, &[], 5);
-            let _ = render::html(&reports, &[], 5);
+            let _ = render::text::report(&reports, 5);
+            let _ = render::json::report(&reports, &[], 5);
+            let _ = render::html::report(&reports, &[], 5);
         }
     }
 });

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
+use super::render::{Format, render, write_json};
 use super::{ReportOptions, run_report};
-use crate::render::{Format, render, write_json};
 
 /// Read the logs of an instrumented run and report where the GPU memory went.
 #[derive(Debug, Clone, clap::Args)]

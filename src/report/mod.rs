@@ -1,24 +1,30 @@
 //! `memprints report`: read the logs of an instrumented PithTrain run and say where the memory
 //! went.
 //!
-//! The flow is logs → [`lines`] (decompress, scan, cut prints at `[rank=`) → [`parse`] and
-//! [`other`] (one print or line → one event) → [`model`] (per-rank aggregation, peaks,
-//! cross-rank summary) → `crate::render` (text, markdown, JSON, HTML). [`run_report`] is the
-//! library entry point; [`cli`] holds the clap arguments of the subcommand.
+//! The flow, one module each: logs → [`lines`] (decompress, scan, cut prints at `[rank=`) →
+//! [`parse`] (one print → one [`parse::Event`]) and [`step_and_oom`] (PithTrain's step line, the
+//! CUDA OOM line) → [`builder`] (the per-rank fold into the types of [`schema`]) → [`summary`]
+//! (peaks, the breakdown at the peak, the cross-rank imbalance) → [`render`] (text, markdown,
+//! JSON, HTML). [`run_report`] is the library entry point; [`cli`] holds the clap arguments of
+//! the subcommand.
 
+pub mod builder;
+// A doc comment on a clap item is `--help` text: documenting the rest of `cli` changes the
+// help, which is for the CLI layer to decide.
+#[allow(missing_docs)]
 pub mod cli;
 pub mod lines;
-pub mod model;
-pub mod other;
 pub mod parse;
+pub mod render;
+pub mod schema;
+pub mod step_and_oom;
+pub mod summary;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-pub use model::{Report, ReportBuilder};
-
-/// A finished report; renderers take it as it is.
-pub type ReportOutput = Report;
+pub use builder::ReportBuilder;
+pub use schema::Report;
 
 /// What to report on.
 #[derive(Debug, Clone, Default)]
@@ -30,20 +36,28 @@ pub struct ReportOptions {
 /// Why a report could not be made. Each prints as one line naming the path.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// No input was given.
     #[error("no log given: pass one or more log files or directories")]
     NoInputs,
+    /// An input could not be opened, listed or read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file or directory.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// A directory holds no file with a log's name.
     #[error("directory {dir} holds no log files")]
-    EmptyDirectory { dir: PathBuf },
+    EmptyDirectory {
+        /// The directory.
+        dir: PathBuf,
+    },
 }
 
 /// Reads every input (a file, or each regular non-hidden file directly inside a directory, in
 /// name order), all ranks of all files into one report.
-pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<ReportOutput, ReportError> {
+pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, ReportError> {
     let files = expand_inputs(inputs)?;
     let only =
         (!opts.ranks.is_empty()).then(|| opts.ranks.iter().copied().collect::<BTreeSet<_>>());

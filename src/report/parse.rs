@@ -16,8 +16,11 @@ const MIB: i64 = 1 << 20;
 /// `alloc=A cached=C non-pt=N`, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Detail {
+    /// `alloc=A`: memory allocated by PyTorch's caching allocator.
     pub allocated: i64,
+    /// `cached=C`: reserved by the allocator but free.
     pub cached: i64,
+    /// `non-pt=N`: device memory in use outside PyTorch (CUDA context, NCCL buffers).
     pub non_pytorch: i64,
 }
 
@@ -25,19 +28,33 @@ pub struct Detail {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PipelineKind {
+    /// `Before pipeline`.
     BeforePipeline,
+    /// `Step1 F0 i=I`.
     Step1F0,
+    /// `After Step1 (N F0)`.
     AfterStep1,
+    /// `Step2 i=I forward_chunk(0)`.
     Step2ForwardChunk0,
+    /// `Step2 i=I forward_chunk(1)`.
     Step2ForwardChunk1,
+    /// `After Step2 (N F0F1)`.
     AfterStep2,
+    /// `Step3 i=I before B1`.
     Step3BeforeB1,
+    /// `Step3 i=I after B1`.
     Step3AfterB1,
+    /// `Step3 i=I after W1`.
     Step3AfterW1,
+    /// `Step3 i=I after F1`.
     Step3AfterF1,
+    /// `After Step3 (N B1W1F1)`.
     AfterStep3,
+    /// `Step4 i=I`.
     Step4,
+    /// `After Step4 (N F0B1F1B0)`.
     AfterStep4,
+    /// `After Step8 (end of pipeline)`.
     AfterStep8,
 }
 
@@ -59,6 +76,7 @@ impl PipelineKind {
 /// One `[rank=R pp=P] …` print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PipelinePoint {
+    /// Where in the schedule it sits.
     pub kind: PipelineKind,
     /// Loop index `i=I`, for prints inside a step's loop.
     pub i: Option<u32>,
@@ -69,6 +87,7 @@ pub struct PipelinePoint {
     /// The printed delta: `(+D)` is against `Before pipeline`, `(delta=±D)` against the same
     /// iteration's `before B1`.
     pub delta: Option<i64>,
+    /// The print's `| DETAIL` part.
     pub detail: Detail,
 }
 
@@ -76,48 +95,91 @@ pub struct PipelinePoint {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event<'a> {
     /// `setup_model | <label>: DETAIL`.
-    Setup { label: &'a str, detail: Detail },
+    Setup {
+        /// The label between `| ` and `:`.
+        label: &'a str,
+        /// The print's figures.
+        detail: Detail,
+    },
     /// `init_process_group | cuda_ctx=X after_nccl_world=Y nccl_world_cost=Z` (non-PyTorch).
     ProcessGroup {
+        /// `cuda_ctx=X`: device memory in use once the CUDA context exists.
         cuda_context: i64,
+        /// `after_nccl_world=Y`: device memory in use after `init_process_group`.
         after_nccl_world: i64,
+        /// `nccl_world_cost=Z`: what `init_process_group` added (NCCL's world communicator).
         nccl_world_cost: i64,
     },
     /// `init_device_mesh | non-pt=X mesh_cost=Y`.
-    DeviceMesh { non_pytorch: i64, mesh_cost: i64 },
+    DeviceMesh {
+        /// `non-pt=X`: device memory in use after `init_device_mesh`.
+        non_pytorch: i64,
+        /// `mesh_cost=Y`: what `init_device_mesh` added (the mesh's communicators).
+        mesh_cost: i64,
+    },
     /// `load_ckpt | optimizer state: X GiB (N param entries) | DETAIL`.
     CheckpointLoad {
+        /// `X GiB` of optimizer state.
         optimizer_state: i64,
+        /// `N param entries`.
         param_entries: u64,
+        /// The figures after the load.
         detail: Detail,
     },
     /// `[rank=R pp=P] <schedule point>: X GiB … | DETAIL`.
-    Pipeline { pp: u32, point: PipelinePoint },
+    Pipeline {
+        /// `pp=P` of the tag: the pipeline stage.
+        pp: u32,
+        /// What the print says.
+        point: PipelinePoint,
+    },
     /// `_lmem` probe `  <label>: alloc=X`; `label` keeps its own leading spaces (the nesting).
-    Probe { label: &'a str, allocated: i64 },
+    Probe {
+        /// The label, leading spaces included.
+        label: &'a str,
+        /// `alloc=X`.
+        allocated: i64,
+    },
     /// `layer5 stage1 saved tensors:`.
-    SavedHeader { layer: Option<u32>, stage: &'a str },
+    SavedHeader {
+        /// `N` of `layerN`, when there.
+        layer: Option<u32>,
+        /// The stage word (`stage1`).
+        stage: &'a str,
+    },
     /// `    saved (activ|weight): (shape) dtype (X MB)`.
     SavedTensor {
+        /// `weight` rather than `activ`.
         weight: bool,
+        /// The shape as printed, parentheses included.
         shape: &'a str,
+        /// The dtype as printed (`torch.bfloat16`).
         dtype: &'a str,
+        /// `X MB`, in bytes (PyTorch's MB here are MiB).
         size: i64,
     },
     /// `  activ=X MB, weight=Y MB, total=N tensors`.
     SavedSummary {
+        /// `activ=X MB`.
         activations: i64,
+        /// `weight=Y MB`.
         weights: i64,
+        /// `total=N tensors`.
         count: u64,
     },
     /// `Memory snapshot saved to PATH`.
-    Snapshot { path: &'a str },
+    Snapshot {
+        /// The path as printed.
+        path: &'a str,
+    },
 }
 
 /// A parsed print: whose it is and what it says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Print<'a> {
+    /// `rank=R` of the tag: the global rank.
     pub rank: u32,
+    /// What it says.
     pub event: Event<'a>,
 }
 
@@ -361,7 +423,9 @@ fn mib(s: &str) -> Option<(i64, &str)> {
 /// A printed decimal: `mantissa / 10^scale`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decimal {
+    /// The digits, sign included, without the point.
     pub mantissa: i64,
+    /// Digits after the point.
     pub scale: u32,
 }
 

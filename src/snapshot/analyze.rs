@@ -23,7 +23,7 @@ use foldhash::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::model::{Action, BlockState, FrameTable, Snapshot, StackId};
+use super::decode::{Action, BlockState, FrameTable, Snapshot, StackId};
 
 /// Group name of blocks freed in the trace whose allocation happened before it began.
 pub const BEFORE_TRACE: &str = "<allocated before the trace began>";
@@ -42,16 +42,22 @@ const EXAMPLE_FRAMES: usize = 8;
 pub struct StackGroup {
     /// `path:line function` of the key frame.
     pub frame: String,
+    /// Sum of the group's block sizes.
     pub bytes: u64,
+    /// Blocks in the group.
     pub count: u64,
     /// The stack of the group's largest block, from the key frame outwards.
     pub stack: Vec<String>,
 }
 
+/// An `oom` entry of a device trace, with the device's state at that moment.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OomEvent {
+    /// Index of the entry in the device trace.
     pub event_index: usize,
+    /// Its `time_us`.
     pub time_us: i64,
+    /// Its `size`: the allocation that failed.
     pub requested_bytes: u64,
     /// Free bytes on the device that PyTorch recorded with the OOM.
     pub device_free_bytes: u64,
@@ -59,38 +65,54 @@ pub struct OomEvent {
     pub allocated_bytes: u64,
     /// Bytes reserved by the caching allocator at the OOM, replayed back from the segments.
     pub reserved_bytes: u64,
+    /// The CUDA stream of the failed allocation.
     pub stream: i64,
 }
 
 /// One device's report. Stack lists hold every group, largest first.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceReport {
+    /// The CUDA device index.
     pub device: i64,
+    /// Entries in this device's trace.
     pub events: usize,
+    /// Segments on this device at snapshot time.
     pub segments: usize,
+    /// Blocks in those segments.
     pub blocks: usize,
+    /// Sum of the segments' `total_size`: what the caching allocator holds.
     pub reserved_bytes: u64,
+    /// Sum of the segments' `allocated_size`.
     pub allocated_bytes: u64,
+    /// Sum of the segments' `active_size` (allocated plus pending free).
     pub active_bytes: u64,
+    /// Sum of the segments' `requested_size`.
     pub requested_bytes: u64,
     /// Reserved bytes in inactive blocks: cached by the allocator, usable by new allocations.
     pub free_bytes: u64,
+    /// The largest inactive block.
     pub largest_free_block_bytes: u64,
     /// `1 - largest_free_block / free`: 0 when the free bytes are one block (or none).
     pub fragmentation: f64,
+    /// The peak of live bytes over the trace (see the module doc).
     pub peak_allocated_bytes: u64,
     /// `None` when there is no trace.
     pub peak_time_us: Option<i64>,
     /// Index of the event after which the peak was reached; `None` if before the first.
     pub peak_event_index: Option<usize>,
+    /// Bytes counted as live from the start of the trace.
     pub live_before_trace_bytes: u64,
+    /// Groups of the blocks live at the peak.
     pub peak_stacks: Vec<StackGroup>,
+    /// Groups of the blocks allocated in `segments` (at snapshot time).
     pub end_stacks: Vec<StackGroup>,
+    /// The trace's `oom` entries, in trace order.
     pub ooms: Vec<OomEvent>,
     /// `(x, bytes)` with x in `time_us` when `time_axis`, else the event index; at most
     /// `TIMELINE_POINTS` points, each the highest value of its stretch of events.
     #[serde(skip)]
     pub timeline: Vec<(i64, u64)>,
+    /// Whether the trace has times to plot against (else the timeline's x is the event index).
     #[serde(skip)]
     pub time_axis: bool,
 }
@@ -294,7 +316,7 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
 /// reserved by undoing, from the end backwards, the segment events after it.
 fn replay_ooms(
     ooms: &mut [OomEvent],
-    events: &[super::model::TraceEntry],
+    events: &[super::decode::TraceEntry],
     reserved_end: u64,
     base: u64,
     timeline: &Timeline,
@@ -352,7 +374,7 @@ impl Timeline {
     fn finish(
         &self,
         base: u64,
-        events: &[super::model::TraceEntry],
+        events: &[super::decode::TraceEntry],
         time_axis: bool,
     ) -> Vec<(i64, u64)> {
         let x = |i: usize| {
@@ -452,6 +474,7 @@ pub struct FrameNames<'a> {
 }
 
 impl<'a> FrameNames<'a> {
+    /// An empty cache over `frames`.
     pub fn new(frames: &'a FrameTable) -> Self {
         FrameNames {
             frames,
@@ -496,7 +519,7 @@ fn format_frame(frames: &FrameTable, stack: StackId, index: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::model::{Block, Frame, Segment, TraceEntry};
+    use crate::snapshot::decode::{Block, Frame, Segment, TraceEntry};
 
     fn table() -> FrameTable {
         let frame = |file: &str, line, name: &str| Frame {

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::render::{self, FailedInput};
-use super::{SnapshotReport, diff, expand_inputs, load};
+use super::render;
+use super::{FailedInput, SnapshotReport, diff, expand_inputs, load};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -92,9 +92,9 @@ pub fn execute(args: SnapshotArgs) -> anyhow::Result<i32> {
     }
     let out = &args.output;
     let text = match out.format {
-        Format::Text => render::text(&reports, out.top),
-        Format::Json => render::json(&reports, &errors, out.top),
-        Format::Html => render::html(&reports, &errors, out.top),
+        Format::Text => render::text::report(&reports, out.top),
+        Format::Json => render::json::report(&reports, &errors, out.top),
+        Format::Html => render::html::report(&reports, &errors, out.top),
     };
     write_out(out, &text)?;
     Ok(if errors.is_empty() { 0 } else { 1 })
@@ -105,9 +105,9 @@ fn execute_diff(a: &std::path::Path, b: &std::path::Path, out: &OutputArgs) -> a
     let rb: SnapshotReport = load(b, true)?;
     let d = diff::diff(&ra.path, ra.primary(), &rb.path, rb.primary());
     let text = match out.format {
-        Format::Text => render::diff_text(&d, out.top),
-        Format::Json => render::diff_json(&d, out.top),
-        Format::Html => render::diff_html(&d, out.top),
+        Format::Text => render::text::diff(&d, out.top),
+        Format::Json => render::json::diff(&d, out.top),
+        Format::Html => render::html::diff(&d, out.top),
     };
     write_out(out, &text)?;
     Ok(0)

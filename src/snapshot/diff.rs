@@ -12,24 +12,39 @@ use serde::Serialize;
 
 use super::analyze::{DeviceReport, StackGroup};
 
+/// One key frame's bytes on both sides.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DiffRow {
+    /// The key frame (see [`super::analyze`]).
     pub frame: String,
+    /// Its bytes in A.
     pub a_bytes: u64,
+    /// Its bytes in B.
     pub b_bytes: u64,
+    /// `b_bytes - a_bytes`, clamped to `i64`.
     pub delta_bytes: i64,
+    /// Its blocks in A.
     pub a_count: u64,
+    /// Its blocks in B.
     pub b_count: u64,
 }
 
+/// What changed from snapshot A to snapshot B.
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapshotDiff {
+    /// A's path.
     pub a: String,
+    /// B's path.
     pub b: String,
+    /// A's peak allocated.
     pub a_peak_allocated_bytes: u64,
+    /// B's peak allocated.
     pub b_peak_allocated_bytes: u64,
+    /// B's peak minus A's, clamped to `i64`.
     pub peak_delta_bytes: i64,
+    /// Rows of the blocks live at each peak.
     pub at_peak: Vec<DiffRow>,
+    /// Rows of the blocks allocated at the end.
     pub at_end: Vec<DiffRow>,
 }
 

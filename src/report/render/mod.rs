@@ -1,18 +1,19 @@
 //! Renderers of a [`Report`]: text (comfy-table), markdown, JSON and a self-contained HTML page.
 //!
 //! Contract: [`render`] is pure: the same report gives the same string. Text, markdown and HTML
-//! share one document ([`doc`]) so they say the same things; JSON is the report itself, as
-//! documented by `schema/report.schema.json`. `color` only affects `text` (ANSI escapes).
+//! share one document ([`doc`]) so they say the same things; what the report says is decided
+//! there, once. JSON is the report itself, as documented by `schema/report.schema.json`.
+//! `color` only affects `text` (ANSI escapes). How things look (tables, units, escaping, the
+//! page and its charts) comes from [`crate::present`].
 
 pub mod doc;
 pub mod html;
 pub mod markdown;
-pub mod svg;
 pub mod text;
 
 use std::io::Write as _;
 
-use crate::report::Report;
+use super::Report;
 
 /// An output format of `memprints report`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -2,66 +2,55 @@
 //! and HTML renderers so that they all say the same thing.
 //!
 //! Contract: [`build`] turns sizes into GiB with two decimals (MiB with one for saved tensors),
-//! signed changes with an explicit sign, and leaves empty sections out. Table cells hold plain
-//! text; renderers escape them for their format.
+//! signed changes with an explicit sign, a figure the log did not print into an empty cell, and
+//! leaves empty sections out. Table cells hold plain text; renderers escape them for their
+//! format.
 
-use crate::report::Report;
-use crate::report::model::{Breakdown, PipelineEntry, RankReport};
+use crate::present::numbers::{gib, mib, plural, signed_gib};
+use crate::present::table::Table;
+use crate::report::schema::{Breakdown, PipelineEntry, RankReport, Report, SetupPhase};
 
-const GIB: f64 = (1u64 << 30) as f64;
-const MIB: f64 = (1u64 << 20) as f64;
+/// Saved tensors listed by size in a group's `largest` cell.
 const LARGEST_SAVED: usize = 3;
 
+/// One piece of the document.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
-    Heading { level: u8, text: String },
+    /// A heading: level 1 for the title, 2 for a section, 3 below.
+    Heading {
+        /// 1, 2 or 3.
+        level: u8,
+        /// Plain text.
+        text: String,
+    },
+    /// A paragraph of plain text.
     Text(String),
-    Note { tone: Tone, text: String },
+    /// A paragraph that warns or reports an error.
+    Note {
+        /// How serious it is.
+        tone: Tone,
+        /// Plain text.
+        text: String,
+    },
+    /// A table of plain-text cells.
     Table(Table),
 }
 
+/// How serious a [`Block::Note`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tone {
+    /// Something may be missing or wrong (unparsed prints, no prints at all).
     Warning,
+    /// The run failed (out of memory).
     Error,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Table {
-    pub header: Vec<String>,
-    /// Right-aligned (numeric) columns.
-    pub numeric: Vec<bool>,
-    pub rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    fn new(columns: &[(&str, bool)]) -> Self {
-        Table {
-            header: columns.iter().map(|(h, _)| (*h).to_owned()).collect(),
-            numeric: columns.iter().map(|(_, n)| *n).collect(),
-            rows: Vec::new(),
-        }
-    }
-}
-
-/// `12.34` (GiB).
-pub fn gib(bytes: i64) -> String {
-    format!("{:.2}", bytes as f64 / GIB)
-}
-
-/// `+1.20` / `-0.30` (GiB).
-pub fn signed_gib(bytes: i64) -> String {
-    format!("{:+.2}", bytes as f64 / GIB)
-}
-
+/// A figure that may be absent, as a cell: an absent one is an empty cell.
 fn opt(v: Option<i64>, f: fn(i64) -> String) -> String {
     v.map(f).unwrap_or_default()
 }
 
-fn mib(bytes: i64) -> String {
-    format!("{:.1}", bytes as f64 / MIB)
-}
-
+/// A shape as Python prints a tuple: `(4, 2)`, `(7,)`; an unknown one is an empty cell.
 fn shape(s: &Option<Vec<u64>>) -> String {
     match s {
         Some(dims) if dims.len() == 1 => format!("({},)", dims[0]),
@@ -71,10 +60,6 @@ fn shape(s: &Option<Vec<u64>>) -> String {
         }
         None => String::new(),
     }
-}
-
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Builds the document for `report`.
@@ -273,9 +258,9 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
         ]);
         for e in &r.setup {
             let phase = match e.phase {
-                crate::report::model::SetupPhase::InitProcessGroup => "init_process_group",
-                crate::report::model::SetupPhase::InitDeviceMesh => "init_device_mesh",
-                crate::report::model::SetupPhase::SetupModel => "setup_model",
+                SetupPhase::InitProcessGroup => "init_process_group",
+                SetupPhase::InitDeviceMesh => "init_device_mesh",
+                SetupPhase::SetupModel => "setup_model",
             };
             t.rows.push(vec![
                 phase.to_owned(),
@@ -477,16 +462,27 @@ fn peak_summary(r: &RankReport) -> Option<String> {
     ))
 }
 
-/// The parts of a breakdown, in stacking order, with their display names.
+/// The display names of a [`Breakdown`]'s parts, in stacking order.
+pub const BREAKDOWN_PARTS: [&str; 6] = [
+    "weights after setup",
+    "optimizer state",
+    "other static",
+    "activations in flight",
+    "cached (reserved, free)",
+    "non-PyTorch (CUDA context, NCCL)",
+];
+
+/// The parts of a breakdown with their display names, in stacking order.
 pub fn breakdown_parts(b: &Breakdown) -> [(&'static str, i64); 6] {
-    [
-        ("weights after setup", b.weights),
-        ("optimizer state", b.optimizer_state),
-        ("other static", b.other_static),
-        ("activations in flight", b.activations),
-        ("cached (reserved, free)", b.cached),
-        ("non-PyTorch (CUDA context, NCCL)", b.non_pytorch),
-    ]
+    let bytes = [
+        b.weights,
+        b.optimizer_state,
+        b.other_static,
+        b.activations,
+        b.cached,
+        b.non_pytorch,
+    ];
+    std::array::from_fn(|i| (BREAKDOWN_PARTS[i], bytes[i]))
 }
 
 fn breakdown_table(b: &Breakdown) -> Table {
@@ -508,13 +504,6 @@ fn breakdown_table(b: &Breakdown) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_print_in_gib_with_explicit_signs_for_changes() {
-        assert_eq!(gib(3 << 29), "1.50");
-        assert_eq!(signed_gib(-(1 << 28)), "-0.25");
-        assert_eq!(signed_gib(0), "+0.00");
-    }
 
     #[test]
     fn shapes_print_like_python_tuples() {

@@ -1,4 +1,5 @@
-//! The structure of a `torch.cuda.memory._snapshot()` pickle, read compactly.
+//! The structure of a `torch.cuda.memory._snapshot()` pickle, decoded compactly from the values
+//! [`super::pickle`] reads.
 //!
 //! Checked against PyTorch's `torch/csrc/cuda/memory_snapshot.cpp` (`_memory_snapshot_pickled`)
 //! and `torch/cuda/_memory_viz.py`. The top level is a dict:
@@ -30,13 +31,17 @@ use super::pickle::{self, Build, PickleError};
 pub type FrameId = u32;
 /// Index of an interned stack in [`FrameTable::stacks`]; [`EMPTY_STACK`] has no frames.
 pub type StackId = u32;
+/// The stack of no frames, always present in a [`FrameTable`].
 pub const EMPTY_STACK: StackId = 0;
 
 /// One Python or C++ frame.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Frame {
+    /// The source file as recorded (absolute, or `??` when unknown).
     pub filename: Rc<str>,
+    /// The line number.
     pub line: i64,
+    /// The function.
     pub name: Rc<str>,
 }
 
@@ -44,7 +49,9 @@ pub struct Frame {
 /// always present and empty.
 #[derive(Debug)]
 pub struct FrameTable {
+    /// Every distinct frame, by [`FrameId`].
     pub frames: Vec<Frame>,
+    /// Every distinct stack, by [`StackId`]: its frames, innermost first.
     pub stacks: Vec<Box<[FrameId]>>,
 }
 
@@ -58,6 +65,7 @@ impl Default for FrameTable {
 }
 
 impl FrameTable {
+    /// The frames of stack `id`, innermost first.
     pub fn stack(&self, id: StackId) -> impl Iterator<Item = &Frame> {
         self.stacks[id as usize]
             .iter()
@@ -68,14 +76,23 @@ impl FrameTable {
 /// What a trace entry records, from PyTorch's `TraceEntry::Action`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
+    /// `alloc`: a block was handed out.
     Alloc,
+    /// `free_requested`: the program freed a block (it may wait for its streams).
     FreeRequested,
+    /// `free_completed`: the block is back in the allocator's cache.
     FreeCompleted,
+    /// `segment_alloc`: the allocator took memory from CUDA (`cudaMalloc`).
     SegmentAlloc,
+    /// `segment_free`: the allocator gave memory back to CUDA.
     SegmentFree,
+    /// `segment_map`: an expandable segment grew.
     SegmentMap,
+    /// `segment_unmap`: an expandable segment shrank.
     SegmentUnmap,
+    /// `oom`: an allocation failed.
     Oom,
+    /// `snapshot`: the snapshot was taken.
     Snapshot,
     /// An action name this version of memprints does not know; ignored by the analysis.
     Other,
@@ -101,64 +118,101 @@ impl Action {
 /// One entry of a device trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceEntry {
+    /// What happened.
     pub action: Action,
     /// `addr`, or `device_free` (bytes free on the device) for [`Action::Oom`].
     pub addr: u64,
+    /// Bytes of the block or segment (of the failed request for [`Action::Oom`]).
     pub size: u64,
+    /// The CUDA stream.
     pub stream: i64,
     /// 0 when the snapshot predates `time_us`.
     pub time_us: i64,
+    /// Where it happened ([`EMPTY_STACK`] when no frames were recorded).
     pub stack: StackId,
 }
 
+/// The state of a block in a segment at snapshot time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockState {
+    /// Handed out and in use.
     ActiveAllocated,
+    /// Freed by the program, waiting for its streams (`active_pending_free`).
     ActivePendingFree,
+    /// Free, cached by the allocator.
     Inactive,
 }
 
+/// A block of a segment at snapshot time.
 #[derive(Debug, Clone)]
 pub struct Block {
+    /// Its device address.
     pub address: u64,
+    /// Its size, rounded up by the allocator.
     pub size: u64,
+    /// The size the program asked for.
     pub requested_size: u64,
+    /// In use, pending free, or free.
     pub state: BlockState,
+    /// Where it was allocated.
     pub stack: StackId,
 }
 
+/// A segment the caching allocator holds at snapshot time: one `cudaMalloc` (or an expandable
+/// segment), cut into blocks.
 #[derive(Debug, Clone)]
 pub struct Segment {
+    /// The CUDA device index.
     pub device: i64,
+    /// Its device address.
     pub address: u64,
+    /// Its size.
     pub total_size: u64,
+    /// Bytes in its active allocated blocks.
     pub allocated_size: u64,
+    /// Bytes in its active blocks (allocated or pending free).
     pub active_size: u64,
+    /// Bytes the program asked for in its blocks.
     pub requested_size: u64,
+    /// The CUDA stream it serves.
     pub stream: i64,
+    /// `large` or `small` (the allocator's two pools).
     pub segment_type: String,
+    /// An expandable segment, grown and shrunk by mapping.
     pub is_expandable: bool,
+    /// Where it was allocated.
     pub stack: StackId,
+    /// Its blocks, in address order.
     pub blocks: Vec<Block>,
 }
 
 /// A whole snapshot.
 #[derive(Debug, Default)]
 pub struct Snapshot {
+    /// The allocator's segments at snapshot time.
     pub segments: Vec<Segment>,
     /// Indexed by device.
     pub device_traces: Vec<Vec<TraceEntry>>,
+    /// The allocator's settings as `(key, repr of the value)`.
     pub allocator_settings: Vec<(String, String)>,
+    /// The frames and stacks the other fields point into.
     pub frames: FrameTable,
 }
 
 /// Why a pickle is not a readable snapshot. One line each.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
+    /// The bytes are not a pickle this reader accepts.
     #[error(transparent)]
     Pickle(#[from] PickleError),
+    /// A pickle, but not shaped like a memory snapshot.
     #[error("not a PyTorch memory snapshot: {path}: {reason}")]
-    Shape { path: String, reason: String },
+    Shape {
+        /// Where in the value tree (`segments[3].blocks[0]`).
+        path: String,
+        /// What is wrong there.
+        reason: String,
+    },
 }
 
 impl Snapshot {

@@ -1,315 +1,42 @@
-//! The report: per-rank aggregation of parsed prints, and the cross-rank summary.
+//! The per-rank fold: physical log lines in, one [`Report`] out.
 //!
 //! Contract: [`ReportBuilder::line`] takes physical lines in file order (as [`super::lines`]
 //! hands them over) and never fails: a print that matches no format is counted in
 //! `unparsed_memory_lines` (globally and, when its tag has a readable rank, on that rank) and
-//! skipped. Every `[rank=` tag counts once in `memory_lines`. The builder keeps one compact entry
-//! per recognised print, so its memory grows with the number of prints, never with the noise
-//! around them. [`ReportBuilder::finish`] computes peaks, the breakdown at the peak and the
-//! imbalance between pipeline stages. These types serialise to the JSON of
-//! `schema/report.schema.json` (sizes are bytes).
+//! skipped. Every `[rank=` tag counts once in `memory_lines`. Each rank's prints are folded in
+//! log order into its [`RankReport`]: changes against the previous print of the same kind (for
+//! probes, the previous probe in the same pipeline operation), probes attached to the pipeline
+//! operation they ran in, saved-tensor groups closed by their summary line, the last memory
+//! figure. Step and OOM lines ([`super::step_and_oom`]) are aggregated over the whole run, not
+//! per rank. The builder keeps one compact entry per recognised print, so its
+//! memory grows with the number of prints, never with the noise around them.
+//! [`ReportBuilder::finish`] hands the ranks to [`super::summary`] for peaks, breakdowns and the
+//! cross-rank summary.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
-use serde::ser::SerializeStruct;
-
 use super::lines::{self, Needles};
-use super::other::{parse_oom_line, parse_step_line};
-use super::parse::{Detail, Event, PipelineKind, PipelinePoint, parse_print, tag_rank};
+use super::parse::{Detail, Event, PipelinePoint, parse_print, tag_rank};
+use super::schema::{
+    Checkpoint, ExpertProbe, LastPoint, LayerProbe, Oom, PipelineEntry, PointSource, RankReport,
+    Report, SCHEMA_VERSION, SavedGroup, SavedTensor, SetupEntry, SetupPhase, SnapshotFile, Stats,
+    Training,
+};
+use super::step_and_oom::{parse_oom_line, parse_step_line};
+use super::summary;
 
-/// Bumped whenever the JSON changes incompatibly.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Unparsed prints kept as examples in [`Stats::unparsed_examples`].
 const UNPARSED_EXAMPLES: usize = 5;
+/// Characters kept of an example print or an OOM message.
 const EXAMPLE_CHARS: usize = 200;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub schema_version: u32,
-    pub inputs: Vec<String>,
-    pub stats: Stats,
-    pub training: Option<Training>,
-    pub oom: Option<Oom>,
-    pub summary: Summary,
-    pub ranks: Vec<RankReport>,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Stats {
-    pub lines_read: u64,
-    pub memory_lines: u64,
-    pub unparsed_memory_lines: u64,
-    /// The first few unparsed prints, cut to 200 characters.
-    pub unparsed_examples: Vec<String>,
-}
-
-/// Aggregate of PithTrain's rank-0 step lines.
-#[derive(Debug, Clone, Serialize)]
-pub struct Training {
-    pub steps_logged: u64,
-    pub first_step: u64,
-    pub last_step: u64,
-    pub max_steps: Option<u64>,
-    pub first_step_time_s: Option<f64>,
-    pub first_step_peak_gpu_memory: Option<i64>,
-    pub peak_gpu_memory: Option<i64>,
-}
-
-/// The run died of a CUDA out-of-memory error.
-#[derive(Debug, Clone, Serialize)]
-pub struct Oom {
-    pub lines: u64,
-    /// Ranks named by a launcher prefix on an OOM line.
-    pub ranks: Vec<u32>,
-    pub tried_to_allocate: Option<i64>,
-    pub message: String,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Summary {
-    pub peak_rank: Option<u32>,
-    pub peaks: Vec<RankPeak>,
-    pub stages: Vec<StagePeak>,
-    pub imbalance: Option<Imbalance>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct RankPeak {
-    pub rank: u32,
-    pub pp: Option<u32>,
-    pub label: String,
-    pub allocated: i64,
-    pub cached: i64,
-    pub non_pytorch: i64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct StagePeak {
-    pub pp: u32,
-    pub ranks: Vec<u32>,
-    pub max_allocated: i64,
-    pub min_allocated: i64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Imbalance {
-    pub highest_pp: u32,
-    pub highest: i64,
-    pub lowest_pp: u32,
-    pub lowest: i64,
-    pub spread: i64,
-    /// `spread / highest`.
-    pub ratio: f64,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RankReport {
-    pub rank: u32,
-    pub pp: Option<u32>,
-    pub memory_lines: u64,
-    pub unparsed_memory_lines: u64,
-    pub setup: Vec<SetupEntry>,
-    pub checkpoint: Option<Checkpoint>,
-    pub pipeline: Vec<PipelineEntry>,
-    pub peak: Option<Peak>,
-    pub breakdown: Option<Breakdown>,
-    pub layers: Vec<LayerProbe>,
-    pub experts: Vec<ExpertProbe>,
-    pub saved_tensors: Vec<SavedGroup>,
-    pub snapshots: Vec<Snapshot>,
-    pub last_point: Option<LastPoint>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SetupPhase {
-    InitProcessGroup,
-    InitDeviceMesh,
-    SetupModel,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SetupEntry {
-    pub phase: SetupPhase,
-    pub label: String,
-    pub allocated: Option<i64>,
-    pub cached: Option<i64>,
-    pub non_pytorch: Option<i64>,
-    /// `setup_model`: allocated minus the previous `setup_model` print's; distributed prints:
-    /// the printed non-PyTorch cost (NCCL world, device mesh).
-    pub change: Option<i64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Checkpoint {
-    pub optimizer_state: i64,
-    pub param_entries: u64,
-    pub allocated: i64,
-    pub cached: i64,
-    pub non_pytorch: i64,
-}
-
-/// One `[rank=R pp=P]` print. Serialises with a derived `label` and `step`.
-#[derive(Debug, Clone)]
-pub struct PipelineEntry {
-    pub kind: PipelineKind,
-    pub i: Option<u32>,
-    pub count: Option<u32>,
-    pub allocated: i64,
-    pub cached: i64,
-    pub non_pytorch: i64,
-    /// As printed: `(+D)` against `Before pipeline`, `(delta=±D)` against `before B1`.
-    pub delta: Option<i64>,
-    /// Allocated minus the previous pipeline print's of this rank.
-    pub change: Option<i64>,
-}
-
-impl PipelineEntry {
-    /// The print's label, as the instrumentation wrote it.
-    pub fn label(&self) -> String {
-        use PipelineKind::*;
-        let i = self.i.unwrap_or(0);
-        let n = self.count.unwrap_or(0);
-        match self.kind {
-            BeforePipeline => "Before pipeline".to_owned(),
-            Step1F0 => format!("Step1 F0 i={i}"),
-            AfterStep1 => format!("After Step1 ({n} F0)"),
-            Step2ForwardChunk0 => format!("Step2 i={i} forward_chunk(0)"),
-            Step2ForwardChunk1 => format!("Step2 i={i} forward_chunk(1)"),
-            AfterStep2 => format!("After Step2 ({n} F0F1)"),
-            Step3BeforeB1 => format!("Step3 i={i} before B1"),
-            Step3AfterB1 => format!("Step3 i={i} after B1"),
-            Step3AfterW1 => format!("Step3 i={i} after W1"),
-            Step3AfterF1 => format!("Step3 i={i} after F1"),
-            AfterStep3 => format!("After Step3 ({n} B1W1F1)"),
-            Step4 => format!("Step4 i={i}"),
-            AfterStep4 => format!("After Step4 ({n} F0B1F1B0)"),
-            AfterStep8 => "After Step8 (end of pipeline)".to_owned(),
-        }
-    }
-}
-
-impl Serialize for PipelineEntry {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("PipelineEntry", 10)?;
-        st.serialize_field("kind", &self.kind)?;
-        st.serialize_field("step", &self.kind.step())?;
-        st.serialize_field("label", &self.label())?;
-        st.serialize_field("i", &self.i)?;
-        st.serialize_field("count", &self.count)?;
-        st.serialize_field("allocated", &self.allocated)?;
-        st.serialize_field("cached", &self.cached)?;
-        st.serialize_field("non_pytorch", &self.non_pytorch)?;
-        st.serialize_field("delta", &self.delta)?;
-        st.serialize_field("change", &self.change)?;
-        st.end()
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Peak {
-    /// Index into `pipeline`.
-    pub index: usize,
-    pub label: String,
-    pub allocated: i64,
-    pub cached: i64,
-    pub non_pytorch: i64,
-}
-
-/// Where the device memory went at the pipeline peak; the parts add up to `total`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Breakdown {
-    /// Allocated at the end of setup (sharded weights and buffers), capped at `Before pipeline`.
-    pub weights: i64,
-    /// Optimizer state loaded from the checkpoint, when one was loaded.
-    pub optimizer_state: i64,
-    /// The rest of what was allocated before the pipeline started.
-    pub other_static: i64,
-    /// Peak allocated minus `Before pipeline` allocated: activations and gradients in flight.
-    pub activations: i64,
-    pub cached: i64,
-    pub non_pytorch: i64,
-    pub total: i64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct LayerProbe {
-    /// Pipeline prints of this rank before this probe: the probe ran during the schedule
-    /// operation that ends at `pipeline[pipeline_position]`.
-    pub pipeline_position: usize,
-    pub label: String,
-    /// 0 for `layer_forward`'s stage probes and prolog/epilog, 1 inside the model's layer.
-    pub depth: u8,
-    pub layer: Option<u32>,
-    pub stage: Option<u32>,
-    pub tensor: Option<String>,
-    pub shape: Option<Vec<u64>>,
-    pub allocated: i64,
-    /// Allocated minus the previous probe's in the same forward pass (experts probes included).
-    pub change: Option<i64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ExpertProbe {
-    pub pipeline_position: usize,
-    /// `input`, `after gate_proj`, `after clamped_swiglu`, …
-    pub step: String,
-    pub tensor: Option<String>,
-    pub shape: Option<Vec<u64>>,
-    pub allocated: i64,
-    pub change: Option<i64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SavedGroup {
-    pub layer: Option<u32>,
-    pub stage: String,
-    /// From the summary line when there is one, else summed over `tensors`.
-    pub activations: i64,
-    pub weights: i64,
-    pub count: u64,
-    /// False when the summary line never came (cut-off log).
-    pub complete: bool,
-    pub tensors: Vec<SavedTensor>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SavedTensor {
-    pub weight: bool,
-    pub shape: Option<Vec<u64>>,
-    pub dtype: String,
-    pub size: i64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Snapshot {
-    pub path: String,
-    /// Written by the OOM handler (`..._rankN.pickle`) rather than after step 0.
-    pub after_oom: bool,
-}
-
-/// The last memory figure a rank printed: where it was when the log ends (or the OOM hit).
-#[derive(Debug, Clone, Serialize)]
-pub struct LastPoint {
-    pub source: PointSource,
-    pub label: String,
-    pub allocated: i64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PointSource {
-    Setup,
-    Checkpoint,
-    Pipeline,
-    Layer,
-    Experts,
-}
-
+/// One rank's report while it is being folded, and what the next print is compared with.
 #[derive(Default)]
 struct RankState {
     report: RankReport,
+    /// `(pipeline position, allocated)` of the latest probe.
     last_probe: Option<(usize, i64)>,
+    /// Allocated at the latest `setup_model` print.
     last_setup_alloc: Option<i64>,
     /// Index of the saved-tensor group still waiting for its summary line.
     open_saved: Option<usize>,
@@ -439,12 +166,14 @@ impl ReportBuilder {
         }
     }
 
-    /// Computes peaks, breakdowns and the cross-rank summary.
+    /// The report of everything fed so far, with peaks, breakdowns and the cross-rank summary;
+    /// `inputs` names the files read.
     pub fn finish(self, inputs: Vec<String>) -> Report {
         let mut ranks: Vec<RankReport> = self.ranks.into_values().map(|s| s.report).collect();
         for rank in &mut ranks {
-            rank.peak = peak(&rank.pipeline);
-            rank.breakdown = breakdown(rank);
+            name_last_pipeline_point(rank);
+            rank.peak = summary::peak(&rank.pipeline);
+            rank.breakdown = summary::breakdown(rank);
         }
         let oom = self.oom.map(|mut o| {
             o.ranks = self.oom_ranks.into_iter().collect();
@@ -456,7 +185,7 @@ impl ReportBuilder {
             stats: self.stats,
             training: self.training,
             oom,
-            summary: summary(&ranks),
+            summary: summary::across_ranks(&ranks),
             ranks,
         }
     }
@@ -577,7 +306,7 @@ impl RankState {
                 group.count = count;
                 group.complete = true;
             }
-            Event::Snapshot { path } => r.snapshots.push(Snapshot {
+            Event::Snapshot { path } => r.snapshots.push(SnapshotFile {
                 path: path.to_owned(),
                 after_oom: !path.contains("_step"),
             }),
@@ -661,6 +390,21 @@ impl RankState {
     }
 }
 
+/// Labels a last point that is a pipeline print, whose label [`RankState::pipeline`] left empty.
+fn name_last_pipeline_point(rank: &mut RankReport) {
+    if let Some(last) = rank
+        .last_point
+        .as_mut()
+        .filter(|l| l.source == PointSource::Pipeline)
+    {
+        last.label = rank
+            .pipeline
+            .last()
+            .map(PipelineEntry::label)
+            .unwrap_or_default();
+    }
+}
+
 fn set_last(r: &mut RankReport, source: PointSource, label: String, allocated: i64) {
     r.last_point = Some(LastPoint {
         source,
@@ -700,130 +444,6 @@ fn number_after(label: &str, word: &str) -> Option<u32> {
         let n = rest.bytes().take_while(u8::is_ascii_digit).count();
         rest[..n].parse().ok()
     })
-}
-
-fn peak(pipeline: &[PipelineEntry]) -> Option<Peak> {
-    // The first of equal maxima: the moment the peak was reached.
-    let (index, e) = pipeline
-        .iter()
-        .enumerate()
-        .rev()
-        .max_by_key(|(_, e)| e.allocated)?;
-    Some(Peak {
-        index,
-        label: e.label(),
-        allocated: e.allocated,
-        cached: e.cached,
-        non_pytorch: e.non_pytorch,
-    })
-}
-
-fn breakdown(rank: &mut RankReport) -> Option<Breakdown> {
-    if let Some(last) = rank
-        .last_point
-        .as_mut()
-        .filter(|l| l.source == PointSource::Pipeline)
-    {
-        last.label = rank
-            .pipeline
-            .last()
-            .map(PipelineEntry::label)
-            .unwrap_or_default();
-    }
-    let peak = rank.peak.as_ref()?;
-    let before = rank
-        .pipeline
-        .iter()
-        .find(|e| e.kind == PipelineKind::BeforePipeline)
-        .unwrap_or(&rank.pipeline[0]);
-    let static_alloc = before.allocated.max(0);
-    let setup_alloc = rank
-        .setup
-        .iter()
-        .rev()
-        .find_map(|e| e.allocated)
-        .unwrap_or(0);
-    let weights = setup_alloc.clamp(0, static_alloc);
-    let optimizer_state = rank
-        .checkpoint
-        .as_ref()
-        .map_or(0, |c| c.optimizer_state.clamp(0, static_alloc - weights));
-    let other_static = static_alloc - weights - optimizer_state;
-    let activations = (peak.allocated - static_alloc).max(0);
-    let cached = peak.cached.max(0);
-    let non_pytorch = peak.non_pytorch.max(0);
-    Some(Breakdown {
-        weights,
-        optimizer_state,
-        other_static,
-        activations,
-        cached,
-        non_pytorch,
-        total: static_alloc + activations + cached + non_pytorch,
-    })
-}
-
-fn summary(ranks: &[RankReport]) -> Summary {
-    let peaks: Vec<RankPeak> = ranks
-        .iter()
-        .filter_map(|r| {
-            let p = r.peak.as_ref()?;
-            Some(RankPeak {
-                rank: r.rank,
-                pp: r.pp,
-                label: p.label.clone(),
-                allocated: p.allocated,
-                cached: p.cached,
-                non_pytorch: p.non_pytorch,
-            })
-        })
-        .collect();
-    let peak_rank = peaks
-        .iter()
-        .rev()
-        .max_by_key(|p| p.allocated)
-        .map(|p| p.rank);
-    let mut by_stage: BTreeMap<u32, StagePeak> = BTreeMap::new();
-    for p in &peaks {
-        let Some(pp) = p.pp else { continue };
-        let s = by_stage.entry(pp).or_insert(StagePeak {
-            pp,
-            ranks: Vec::new(),
-            max_allocated: p.allocated,
-            min_allocated: p.allocated,
-        });
-        s.ranks.push(p.rank);
-        s.max_allocated = s.max_allocated.max(p.allocated);
-        s.min_allocated = s.min_allocated.min(p.allocated);
-    }
-    let stages: Vec<StagePeak> = by_stage.into_values().collect();
-    let imbalance = match (
-        stages.iter().rev().max_by_key(|s| s.max_allocated),
-        stages.iter().min_by_key(|s| s.max_allocated),
-    ) {
-        (Some(hi), Some(lo)) if stages.len() > 1 => {
-            let spread = hi.max_allocated - lo.max_allocated;
-            Some(Imbalance {
-                highest_pp: hi.pp,
-                highest: hi.max_allocated,
-                lowest_pp: lo.pp,
-                lowest: lo.max_allocated,
-                spread,
-                ratio: if hi.max_allocated > 0 {
-                    spread as f64 / hi.max_allocated as f64
-                } else {
-                    0.0
-                },
-            })
-        }
-        _ => None,
-    };
-    Summary {
-        peak_rank,
-        peaks,
-        stages,
-        imbalance,
-    }
 }
 
 #[cfg(test)]
@@ -876,40 +496,15 @@ mod tests {
             ]
             .join("\n"),
         );
-        let r0 = &r.ranks[0];
+        let changes =
+            |rank: usize| -> Vec<_> { r.ranks[rank].pipeline.iter().map(|e| e.change).collect() };
+        assert_eq!(changes(0), [None, Some(2 * G), Some(-G)]);
+        assert_eq!(changes(1), [None, Some(G)]);
+        assert_eq!((r.ranks[0].pp, r.ranks[1].pp), (Some(0), Some(1)));
+        let last = r.ranks[0].last_point.as_ref().unwrap();
         assert_eq!(
-            r0.pipeline.iter().map(|e| e.change).collect::<Vec<_>>(),
-            [None, Some(2 * G), Some(-G)]
-        );
-        let peak = r0.peak.as_ref().unwrap();
-        assert_eq!(
-            (peak.index, peak.label.as_str(), peak.allocated),
-            (1, "Step1 F0 i=0", 12 * G)
-        );
-        let b = r0.breakdown.as_ref().unwrap();
-        assert_eq!(
-            (b.other_static, b.activations, b.cached, b.non_pytorch),
-            (10 * G, 2 * G, G, 2 * G)
-        );
-        assert_eq!(b.total, 15 * G);
-        assert_eq!(r.summary.peak_rank, Some(1));
-        let imb = r.summary.imbalance.as_ref().unwrap();
-        assert_eq!((imb.highest_pp, imb.lowest_pp, imb.spread), (1, 0, 9 * G));
-    }
-
-    #[test]
-    fn the_breakdown_splits_static_memory_into_weights_and_optimizer_state() {
-        let r = build(&[
-            "[rank=0] setup_model | after apply_fsdp: alloc=4.00 cached=0.00 non-pt=1.00".to_owned(),
-            "[rank=0] load_ckpt | optimizer state: 3.00 GiB (10 param entries) | alloc=8.00 cached=0.00 non-pt=1.00".to_owned(),
-            pipe(0, 0, "Before pipeline", "9.00"),
-            pipe(0, 0, "Step1 F0 i=0", "10.00"),
-        ]
-        .join("\n"));
-        let b = r.ranks[0].breakdown.clone().unwrap();
-        assert_eq!(
-            (b.weights, b.optimizer_state, b.other_static, b.activations),
-            (4 * G, 3 * G, 2 * G, G)
+            (last.source, last.label.as_str()),
+            (PointSource::Pipeline, "After Step8 (end of pipeline)")
         );
     }
 

@@ -11,8 +11,11 @@ use super::parse::decimal;
 /// What one training step line says.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepLine {
+    /// `N` of `step N/M`.
     pub step: u64,
+    /// `M` of `step N/M`.
     pub max_steps: Option<u64>,
+    /// `step-time X sec`.
     pub step_time_s: Option<f64>,
     /// `peak-gpu-memory X GB` in bytes (PithTrain divides by 1024³).
     pub peak_gpu_memory: Option<i64>,
@@ -21,7 +24,9 @@ pub struct StepLine {
 /// What one OOM line says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OomLine<'a> {
+    /// The rank of the launcher's prefix.
     pub rank: Option<u32>,
+    /// `Tried to allocate X GiB|MiB|KiB|B`, in bytes.
     pub tried_to_allocate: Option<i64>,
     /// The line from `torch.OutOfMemoryError` (or `CUDA out of memory`) on.
     pub message: &'a str,

@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use super::doc::{Block, Table, Tone};
+use super::doc::{Block, Tone};
+use crate::present::escape;
+use crate::present::table::Table;
 
 /// Renders `doc` as markdown.
 pub fn render(doc: &[Block]) -> String {
@@ -15,18 +17,18 @@ pub fn render(doc: &[Block]) -> String {
                     out,
                     "{} {}\n",
                     "#".repeat(usize::from(*level)),
-                    escape(text)
+                    escape::markdown(text)
                 );
             }
             Block::Text(text) => {
-                let _ = writeln!(out, "{}\n", escape(text));
+                let _ = writeln!(out, "{}\n", escape::markdown(text));
             }
             Block::Note { tone, text } => {
                 let tag = match tone {
                     Tone::Warning => "**Warning:**",
                     Tone::Error => "**Error:**",
                 };
-                let _ = writeln!(out, "> {tag} {}\n", escape(text));
+                let _ = writeln!(out, "> {tag} {}\n", escape::markdown(text));
             }
             Block::Table(table) => {
                 table_md(table, &mut out);
@@ -41,7 +43,7 @@ fn table_md(table: &Table, out: &mut String) {
     let row = |cells: &[String], out: &mut String| {
         out.push('|');
         for c in cells {
-            let _ = write!(out, " {} |", escape(c).replace('|', "\\|"));
+            let _ = write!(out, " {} |", escape::markdown(c).replace('|', "\\|"));
         }
         out.push('\n');
     };
@@ -54,18 +56,6 @@ fn table_md(table: &Table, out: &mut String) {
     for r in &table.rows {
         row(r, out);
     }
-}
-
-/// Escapes the characters that would start markdown markup inside running text.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '\\' | '*' | '_' | '`' | '<' | '>' | '[' | ']') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -83,7 +73,7 @@ mod tests {
     }
 
     #[test]
-    fn markup_characters_in_labels_are_escaped() {
+    fn markup_characters_in_headings_are_escaped() {
         let doc = [Block::Heading {
             level: 3,
             text: "after module[0] creation_x".to_owned(),

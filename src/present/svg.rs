@@ -1,11 +1,16 @@
-//! Hand-written SVG charts: a line chart (one polyline per series) and a horizontal stacked
-//! bar chart. No scripts, no external resources; every mark carries a `<title>` tooltip.
+//! Hand-written SVG charts: a line chart (one polyline per series), a horizontal stacked bar
+//! chart, and a timeline of memory over a trace. No scripts, no external resources; every mark
+//! carries a `<title>` tooltip.
 //!
-//! Contract: both functions return one `<svg>` element with the given `id`; values are in the
-//! caller's unit (GiB here), negative ones are drawn as zero, and empty input still gives a
-//! valid (empty) chart.
+//! Contract: [`line_chart`] and [`stacked_bars`] return one `<svg>` element with the given
+//! `id`; values are in the caller's unit (GiB in the log report), negative ones are drawn as
+//! zero, and empty input still gives a valid (empty) chart. [`timeline`] returns one `<svg>`
+//! element scaled to its own extremes in `f64`, so that any `i64` time from a file plots without
+//! overflow. Text in every chart is escaped.
 
 use std::fmt::Write;
+
+use super::escape;
 
 /// Tableau 10: distinct, readable on white.
 pub const PALETTE: [&str; 10] = [
@@ -15,7 +20,9 @@ pub const PALETTE: [&str; 10] = [
 
 /// One line of a line chart: the y value at x = 0, 1, 2, …
 pub struct Series {
+    /// Shown in the legend and as the line's tooltip.
     pub name: String,
+    /// The y values, in the chart's unit.
     pub values: Vec<f64>,
 }
 
@@ -25,22 +32,6 @@ const RIGHT: f64 = 150.0;
 const TOP: f64 = 16.0;
 const BOTTOM: f64 = 44.0;
 const LEGEND_MAX: usize = 24;
-
-/// Escapes text for SVG/HTML content and attribute values.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
 
 /// A tick step of 1, 2 or 5 × 10^k giving about five ticks up to `max`.
 fn tick_step(max: f64) -> f64 {
@@ -75,7 +66,7 @@ fn y_axis(svg: &mut String, max: f64, plot_h: f64, plot_w: f64, label: &str) -> 
         svg,
         r#"<text transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle" font-size="12">{}</text>"#,
         TOP + plot_h / 2.0,
-        esc(label)
+        escape::html(label)
     );
     top
 }
@@ -97,7 +88,7 @@ pub fn line_chart(id: &str, series: &[Series], x_label: &str, y_label: &str) -> 
         .max(1) as f64;
     let mut svg = format!(
         r#"<svg id="{}" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" font-family="sans-serif">"#,
-        esc(id)
+        escape::html(id)
     );
     let top = y_axis(&mut svg, max_y, plot_h, plot_w, y_label);
     let x_step = tick_step(max_x).max(1.0);
@@ -118,7 +109,7 @@ pub fn line_chart(id: &str, series: &[Series], x_label: &str, y_label: &str) -> 
         LEFT + plot_w,
         LEFT + plot_w / 2.0,
         height - 6.0,
-        esc(x_label)
+        escape::html(x_label)
     );
     for (n, s) in series.iter().enumerate() {
         let color = PALETTE[n % PALETTE.len()];
@@ -132,7 +123,7 @@ pub fn line_chart(id: &str, series: &[Series], x_label: &str, y_label: &str) -> 
             svg,
             r#"<polyline class="series" fill="none" stroke="{color}" stroke-width="1.6" points="{}"><title>{}</title></polyline>"#,
             points.trim_end(),
-            esc(&s.name)
+            escape::html(&s.name)
         );
         if n < LEGEND_MAX {
             let ly = TOP + 6.0 + n as f64 * 14.0;
@@ -143,7 +134,7 @@ pub fn line_chart(id: &str, series: &[Series], x_label: &str, y_label: &str) -> 
                 ly - 8.0,
                 lx + 14.0,
                 ly + 1.0,
-                esc(&s.name)
+                escape::html(&s.name)
             );
         } else if n == LEGEND_MAX {
             let _ = write!(
@@ -175,7 +166,7 @@ pub fn stacked_bars(id: &str, rows: &[(String, Vec<f64>)], parts: &[&str], unit:
     let top = (max / step).ceil().max(1.0) * step;
     let mut svg = format!(
         r#"<svg id="{}" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" font-family="sans-serif">"#,
-        esc(id)
+        escape::html(id)
     );
     let mut lx = LEFT;
     for (k, part) in parts.iter().enumerate() {
@@ -185,7 +176,7 @@ pub fn stacked_bars(id: &str, rows: &[(String, Vec<f64>)], parts: &[&str], unit:
             PALETTE[k % PALETTE.len()],
             lx + 14.0,
             TOP + 9.0,
-            esc(part)
+            escape::html(part)
         );
         lx += 24.0 + part.chars().count() as f64 * 6.2;
     }
@@ -206,7 +197,7 @@ pub fn stacked_bars(id: &str, rows: &[(String, Vec<f64>)], parts: &[&str], unit:
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="12">{}</text>"#,
         LEFT + plot_w / 2.0,
         height - 8.0,
-        esc(unit)
+        escape::html(unit)
     );
     for (r, (label, values)) in rows.iter().enumerate() {
         let y = base + r as f64 * (bar_h + gap);
@@ -215,7 +206,7 @@ pub fn stacked_bars(id: &str, rows: &[(String, Vec<f64>)], parts: &[&str], unit:
             r#"<text x="{:.1}" y="{:.1}" text-anchor="end" font-size="11">{}</text>"#,
             LEFT - 6.0,
             y + bar_h - 4.0,
-            esc(label)
+            escape::html(label)
         );
         let mut x = LEFT;
         for (k, value) in values.iter().enumerate() {
@@ -225,15 +216,110 @@ pub fn stacked_bars(id: &str, rows: &[(String, Vec<f64>)], parts: &[&str], unit:
                 svg,
                 r#"<rect class="segment" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{bar_h}" fill="{}"><title>{}: {} {value:.2} {}</title></rect>"#,
                 PALETTE[k % PALETTE.len()],
-                esc(label),
-                esc(name),
-                esc(unit)
+                escape::html(label),
+                escape::html(name),
+                escape::html(unit)
             );
             x += w;
         }
     }
     svg.push_str("</svg>");
     svg
+}
+
+/// A moment marked on a [`Timeline`]: its x and its tooltip.
+pub struct Mark {
+    /// Where it is, in the timeline's x unit.
+    pub x: f64,
+    /// The tooltip (plain text).
+    pub title: String,
+}
+
+/// Memory over a trace, for [`timeline`].
+pub struct Timeline<'a> {
+    /// `(x, bytes)` in trace order, x in `x_unit`; the caller draws no chart for fewer than two.
+    pub points: &'a [(i64, u64)],
+    /// The unit of x (`time_us`, `event`), printed after the last x.
+    pub x_unit: &'a str,
+    /// The top of the y axis: the peak, also where [`Self::peak`] sits.
+    pub y_max: u64,
+    /// What the top of the y axis reads (`1.50 GiB`).
+    pub y_max_label: &'a str,
+    /// The moment of the peak: a blue dot at `y_max`.
+    pub peak: Option<Mark>,
+    /// Out-of-memory moments: dashed red lines over the whole height.
+    pub ooms: Vec<Mark>,
+}
+
+/// The timeline as a 900 × 240 SVG: the line in blue, the peak marked in blue, OOMs in red.
+pub fn timeline(chart: &Timeline) -> String {
+    const W: f64 = 900.0;
+    const H: f64 = 240.0;
+    const LEFT: f64 = 80.0;
+    const BOTTOM: f64 = 30.0;
+    let points = chart.points;
+    let x0 = points.first().map_or(0.0, |p| p.0 as f64);
+    let x1 = points.last().map_or(1.0, |p| p.0 as f64).max(x0 + 1.0);
+    let y_max = chart.y_max.max(1) as f64;
+    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * (W - LEFT - 10.0);
+    let py = |y: u64| 10.0 + (1.0 - y as f64 / y_max) * (H - BOTTOM - 10.0);
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" font-size=\"11\">"
+    );
+    let _ = write!(
+        out,
+        "<line x1=\"{LEFT}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/><line x1=\"{LEFT}\" y1=\"10\" x2=\"{LEFT}\" y2=\"{}\" stroke=\"#888\"/>",
+        H - BOTTOM,
+        W - 10.0,
+        H - BOTTOM,
+        H - BOTTOM
+    );
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"14\" text-anchor=\"end\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text>",
+        LEFT - 4.0,
+        escape::html(chart.y_max_label),
+        LEFT - 4.0,
+        H - BOTTOM
+    );
+    let _ = write!(
+        out,
+        "<text x=\"{LEFT}\" y=\"{}\">{x0}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{x1} ({})</text>",
+        H - 12.0,
+        W - 10.0,
+        H - 12.0,
+        escape::html(chart.x_unit)
+    );
+    let line: Vec<String> = points
+        .iter()
+        .map(|&(x, y)| format!("{:.1},{:.1}", px(x as f64), py(y)))
+        .collect();
+    let _ = write!(
+        out,
+        "<polyline fill=\"none\" stroke=\"#2b6cb0\" stroke-width=\"1.2\" points=\"{}\"/>",
+        line.join(" ")
+    );
+    for oom in &chart.ooms {
+        let _ = write!(
+            out,
+            "<line x1=\"{0:.1}\" y1=\"10\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"#c53030\" stroke-dasharray=\"4 3\"><title>{2}</title></line><text x=\"{0:.1}\" y=\"22\" fill=\"#c53030\" text-anchor=\"end\">OOM </text>",
+            px(oom.x),
+            H - BOTTOM,
+            escape::html(&oom.title)
+        );
+    }
+    if let Some(peak) = &chart.peak {
+        let (x, y) = (px(peak.x), py(chart.y_max));
+        let _ = write!(
+            out,
+            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"#2b6cb0\"><title>{}</title></circle><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#2b6cb0\">peak</text>",
+            escape::html(&peak.title),
+            x + 6.0,
+            y + 12.0
+        );
+    }
+    out.push_str("</svg>");
+    out
 }
 
 #[cfg(test)]
@@ -281,5 +367,30 @@ mod tests {
     fn empty_charts_are_still_valid_svg() {
         assert!(line_chart("c", &[], "x", "y").ends_with("</svg>"));
         assert!(stacked_bars("b", &[], &[], "GiB").ends_with("</svg>"));
+    }
+
+    #[test]
+    fn a_timeline_marks_its_peak_and_ooms_and_survives_extreme_times() {
+        let points = [(i64::MIN, 0), (0, 5 << 20), (i64::MAX, 1 << 20)];
+        let svg = timeline(&Timeline {
+            points: &points,
+            x_unit: "time_us",
+            y_max: 5 << 20,
+            y_max_label: "5.00 MiB",
+            peak: Some(Mark {
+                x: 0.0,
+                title: "peak <5 MiB>".to_owned(),
+            }),
+            ooms: vec![Mark {
+                x: i64::MAX as f64,
+                title: "OOM: requested 2.00 GiB".to_owned(),
+            }],
+        });
+        assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert_eq!(svg.matches("<circle").count(), 1);
+        assert!(svg.contains("<title>peak &lt;5 MiB&gt;</title>"));
+        assert!(svg.contains("<title>OOM: requested 2.00 GiB</title>"));
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
     }
 }

@@ -2,9 +2,8 @@
 //! colours (bold headings, yellow warnings, red errors). Cells themselves stay uncoloured so
 //! column widths are right.
 
-use comfy_table::{CellAlignment, ContentArrangement, Table as Grid, presets};
-
-use super::doc::{Block, Table, Tone};
+use super::doc::{Block, Tone};
+use crate::present::table::Border;
 
 /// Renders `doc` as text; `color` adds ANSI escapes.
 pub fn render(doc: &[Block], color: bool) -> String {
@@ -43,7 +42,7 @@ pub fn render(doc: &[Block], color: bool) -> String {
                 out.push('\n');
             }
             Block::Table(table) => {
-                out += &grid(table);
+                out += &table.to_text(Border::Grid);
                 out.push('\n');
             }
         }
@@ -51,27 +50,10 @@ pub fn render(doc: &[Block], color: bool) -> String {
     out
 }
 
-fn grid(table: &Table) -> String {
-    let mut grid = Grid::new();
-    grid.load_preset(presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(&table.header)
-        .add_rows(&table.rows);
-    for (i, numeric) in table.numeric.iter().enumerate() {
-        if let Some(col) = grid.column_mut(i) {
-            col.set_cell_alignment(if *numeric {
-                CellAlignment::Right
-            } else {
-                CellAlignment::Left
-            });
-        }
-    }
-    grid.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::present::table::Table;
 
     fn doc() -> Vec<Block> {
         vec![
