@@ -7,7 +7,8 @@ Python standard library only; runs HERE, never on the GPU machine.
                          [--ranks 0] [--detail-layers 0,1] [--profiled-chunks both|phase1]
                          [--resume-profiled yes|no|any]
 
-What is read from the DIRs (the first DIR holding a name wins): every ``*.log``, the logs
+What is read from the DIRs (a log name seen twice: the copy with the later E2E_START, i.e.
+the run a later call repeated): every ``*.log``, the logs
 inside every ``logs.tgz``, the pickles inside every ``snapshots.tgz`` (``<tag>/memory_snapshot_
 rank<R>_step<S>.pickle``, belonging to ``<tag>.log``) or beside a log as
 ``<stem>-rank<R>-step<S>.pickle[.gz]`` (the tests/data/e2e/ naming), and every ``meta.txt``.
@@ -29,19 +30,18 @@ Exit status 0 when nothing FAILed, 1 otherwise, 2 when no log was found.
 """
 
 import argparse
-import io
+import gzip
 import json
-import pickle
 import re
 import statistics
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
 import layer_prints
 import memprints_report
 import tree_prints
+from results import Results, describe_snapshot, display_order, log_kind, loss_pairs
 
 # ----------------------------------------------------------------------------- log parsing
 
@@ -311,131 +311,6 @@ def overhead_ratio(plain, instr):
     if not plain or not instr:
         return None
     return statistics.median(instr) / statistics.median(plain)
-
-
-# ------------------------------------------------------------------------------- snapshots
-
-class _DataOnly(pickle.Unpickler):
-    """Memory snapshots are plain dicts/lists: refuse any global (no code runs on load)."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError("global %s.%s refused" % (module, name))
-
-
-def describe_snapshot(blob):
-    try:
-        snap = _DataOnly(io.BytesIO(blob)).load()
-    except Exception as e:  # noqa: BLE001 - any failure is reported, not raised
-        return "not loadable (%s)" % e
-    if not isinstance(snap, dict):
-        return "loaded, type %s" % type(snap).__name__
-    segs = len(snap.get("segments", []))
-    traces = sum(len(t) for t in snap.get("device_traces", []))
-    return "%d segments, %d trace entries" % (segs, traces)
-
-
-# ------------------------------------------------------------------------------ the results
-
-MEMBER_RE = re.compile(r"(?:^|/)([^/]+)/memory_snapshot_rank(\d+)(?:_step(\d+))?\.pickle(?:\.gz)?$")
-BESIDE_RE = re.compile(r"^(.+)-rank(\d+)-step(\d+)\.pickle(?:\.gz)?$")
-
-
-class Snapshot:
-    """One memory snapshot pickle that came back: which log it belongs to, rank, step, bytes."""
-
-    def __init__(self, stem, rank, step, origin, data):
-        self.stem, self.rank, self.step, self.origin = stem, rank, step, origin
-        self.data = data  # the pickle's bytes (gzip'd when origin ends in .gz)
-
-
-class Results:
-    """Everything the DIRs hold: logs (loose or in logs.tgz), snapshots, meta.txt files."""
-
-    def __init__(self, dirs):
-        self.logs, self.origin, self.snapshots, self.metas, self.problems = {}, {}, [], [], []
-        for d in dirs:
-            for p in sorted(Path(d).glob("*")):
-                if not p.is_file():
-                    continue
-                if p.name.endswith(".log"):
-                    self._log(p.name, p.read_text(errors="replace"), str(p))
-                elif p.name == "logs.tgz":
-                    self._tar(p, logs=True)
-                elif p.name == "snapshots.tgz":
-                    self._tar(p, logs=False)
-                elif p.name == "meta.txt":
-                    self.metas.append((str(p), p.read_text(errors="replace")))
-                else:
-                    m = BESIDE_RE.match(p.name)
-                    if m:
-                        self.snapshots.append(Snapshot(m.group(1), int(m.group(2)),
-                                                       int(m.group(3)), str(p), p.read_bytes()))
-
-    def _log(self, name, text, origin):
-        if name not in self.logs:
-            self.logs[name], self.origin[name] = text, origin
-
-    def _tar(self, path, logs):
-        try:
-            with tarfile.open(path, "r:gz") as tar:
-                for m in tar.getmembers():
-                    if not m.isfile():
-                        continue
-                    f = tar.extractfile(m)
-                    data = f.read() if f else b""
-                    origin = "%s:%s" % (path, m.name)
-                    if logs and m.name.endswith(".log"):
-                        self._log(Path(m.name).name, data.decode(errors="replace"), origin)
-                    elif not logs:
-                        hit = MEMBER_RE.search(m.name)
-                        if hit:
-                            self.snapshots.append(Snapshot(hit.group(1), int(hit.group(2)),
-                                                           int(hit.group(3) or 0), origin, data))
-        except (OSError, tarfile.TarError) as e:
-            self.problems.append("%s unreadable (%s)" % (path, e))
-
-    def snapshot_of(self, stem, rank=0):
-        """The lowest-step snapshot of `rank` that belongs to log `stem`, or None."""
-        mine = [s for s in self.snapshots if s.stem == stem and s.rank == rank]
-        return min(mine, key=lambda s: s.step) if mine else None
-
-
-def log_kind(name):
-    """plain, resume or fresh (instrumented, from step 0) by the log's name; None otherwise."""
-    if "plain" in name:
-        return "plain"
-    if "resume" in name:
-        return "resume"
-    if "instr" in name:
-        return "fresh"
-    return None
-
-
-def display_order(names):
-    """Logs of one model together (plain, instr, resume), the overhead logs last."""
-    rank = {"plain": 0, "fresh": 1, "resume": 2, None: 3}
-
-    def key(n):
-        kind = log_kind(n)
-        word = {"plain": "plain", "fresh": "instr", "resume": "resume"}.get(kind, "")
-        prefix = n.split(word)[0] if word else n
-        return (n.startswith("big-"), prefix, rank[kind], n)
-
-    return sorted(names, key=key)
-
-
-def loss_pairs(names):
-    """(plain, instr) log pairs of one model; every big-plain* with every big-instr*."""
-    pairs = []
-    for p in display_order(names):
-        if log_kind(p) != "plain" or p.startswith("big-"):
-            continue
-        i = p.replace("plain", "instr", 1)
-        if i in names:
-            pairs.append((p, i))
-    pairs += [(p, i) for p in sorted(names) if p.startswith("big-plain")
-              for i in sorted(names) if i.startswith("big-instr")]
-    return pairs
 
 
 # ---------------------------------------------------------------------------------- report
@@ -770,11 +645,7 @@ def check_snapshots(rep, res):
         rep.add("")
         return
     for s in sorted(res.snapshots, key=lambda s: (s.stem, s.rank, s.step)):
-        data = s.data
-        if s.origin.endswith(".gz"):
-            import gzip
-
-            data = gzip.decompress(data)
+        data = gzip.decompress(s.data) if s.origin.endswith(".gz") else s.data
         rep.add("- `%s` (%s.log, rank %d, step %d): %d bytes, %s"
                 % (s.origin, s.stem, s.rank, s.step, len(data), describe_snapshot(data)))
     rep.add("")

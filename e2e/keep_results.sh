@@ -2,8 +2,8 @@
 # Runs HERE, once after the device calls: turn what they returned into test data the way
 # tests/data/e2e/README.md describes, and say what was written.
 #   bash e2e/keep_results.sh [--dest DIR] RESULTS_DIR [RESULTS_DIR ...]
-# Reads each RESULTS_DIR's *.log, logs.tgz and snapshots.tgz (a name seen twice: the first
-# DIR wins). Writes into DIR (default tests/data/e2e/<UTC date of the first run>/; a folder of
+# Reads each RESULTS_DIR's *.log, logs.tgz and snapshots.tgz (a log name seen twice: the copy
+# with the later E2E_START, i.e. the run a later call repeated, with its own snapshots). Writes into DIR (default tests/data/e2e/<UTC date of the first run>/; a folder of
 # its own, so the kept data of 2026-12-01 and the tests pinned to it stay as they are):
 #   <variant>-pp<P>-<kind>.log                 kind: plain | instr | resume, e.g. gpt-oss-tiny-pp1-instr.log
 #   <variant>-pp<P>-<kind>-rank0-step<S>.pickle.gz   that run's rank-0 memory snapshot
@@ -26,22 +26,20 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/logs" "$work/snap" "$work/out"
 for d in "$@"; do
   [ -d "$d" ] || { echo "keep_results: $d is not a folder" >&2; exit 2; }
-  mkdir -p "$work/x"
-  [ -f "$d/logs.tgz" ] && tar -C "$work/x" -xzf "$d/logs.tgz"
-  for f in "$d"/*.log "$work"/x/*.log; do
+  rm -rf "$work/x"; mkdir -p "$work/x/logs" "$work/x/snap"
+  if [ -f "$d/logs.tgz" ]; then tar -C "$work/x/logs" -xzf "$d/logs.tgz"; fi
+  if [ -f "$d/snapshots.tgz" ]; then tar -C "$work/x/snap" -xzf "$d/snapshots.tgz"; fi
+  for f in "$d"/*.log "$work"/x/logs/*.log; do
     [ -f "$f" ] || continue
-    [ -e "$work/logs/$(basename "$f")" ] || cp "$f" "$work/logs/"
+    name=$(basename "$f" .log); kept=$work/logs/$name.log
+    # A run repeated by a later call: keep the copy that started later (E2E_START sorts as
+    # text), with that copy's own snapshots.
+    if [ ! -e "$kept" ] || [[ "$(grep -m1 '^E2E_START ' "$f")" > "$(grep -m1 '^E2E_START ' "$kept")" ]]; then
+      cp "$f" "$kept"
+      rm -rf "$work/snap/$name"
+      if [ -d "$work/x/snap/$name" ]; then mv "$work/x/snap/$name" "$work/snap/"; fi
+    fi
   done
-  rm -rf "$work/x"
-  if [ -f "$d/snapshots.tgz" ]; then
-    mkdir -p "$work/x"
-    tar -C "$work/x" -xzf "$d/snapshots.tgz"
-    for t in "$work"/x/*/; do
-      [ -d "$t" ] || continue
-      [ -e "$work/snap/$(basename "$t")" ] || mv "$t" "$work/snap/"
-    done
-    rm -rf "$work/x"
-  fi
   cat "$d"/meta.txt >> "$work/meta.txt" 2>/dev/null || true
 done
 logs=("$work"/logs/*.log)

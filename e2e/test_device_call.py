@@ -160,6 +160,19 @@ class DryRun(unittest.TestCase):
         again, stdout = self.call(E2E_MATRIX="gpt-oss-plain gpt-oss-instr")
         self.assertIn("DONE before: gpt-oss-plain", stdout)
         self.assertEqual(self.logs_in(again), ["gpt-oss-instr.log"])
+        # Of the two gpt-oss-instr.log copies, the later run counts, in either folder order.
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = check.main([str(again), str(out)])
+        self.assertEqual(rc, 0, buf.getvalue())
+        self.assertIn("the earlier copy %s/logs.tgz:./gpt-oss-instr.log left out" % out,
+                      buf.getvalue())
+        kept = self.root / "kept"
+        p = subprocess.run(["bash", "e2e/keep_results.sh", "--dest", str(kept), str(again),
+                            str(out)], cwd=REPO, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertNotIn("fake failure", (kept / "gpt-oss-tiny-pp1-instr.log").read_text())
+        self.assertTrue((kept / "gpt-oss-tiny-pp1-instr-rank0-step0.pickle.gz").is_file())
 
     def test_an_instrumented_run_follows_a_failed_plain_run(self):
         out, _ = self.call(E2E_MATRIX="dsv2-plain dsv2-instr", FAKE_FAIL_TAG="dsv2-plain")
