@@ -78,13 +78,16 @@ pack() {  # re-pack this call's finished logs and snapshots into $OUT (a stopped
   fi
 }
 
-keep_snapshots() {  # move this run's rank-0 snapshots aside by run tag; drop the others
-  local tag=$1 f
-  for f in "$SNAPDIR"/memory_snapshot_rank*.pickle; do
-    [ -e "$f" ] || continue
-    note "snapshot of $tag: $(basename "$f") $(stat -c %s "$f") bytes"
+keep_snapshots() {  # keep_snapshots <tag> <log>: move the run's rank-0 snapshots aside by tag
+  # The files the log says rank 0 saved (wherever memprints put them), and any rank-0 pickle
+  # in $SNAPDIR; other ranks' snapshots are only noted (16 MB come back per call).
+  local tag=$1 log=$2 f
+  local named; named=$(grep -ao '\[rank=0\] Memory snapshot saved to [^ ]*\.pickle' "$log" | sed 's/.* saved to //')
+  for f in $named "$SNAPDIR"/memory_snapshot*.pickle; do
+    [ -f "$f" ] || continue
+    note "snapshot of $tag: $f $(stat -c %s "$f") bytes"
     case "$(basename "$f")" in
-      memory_snapshot_rank0_*) mkdir -p "$CALL/snap/$tag"; mv "$f" "$CALL/snap/$tag/" ;;
+      *rank0_*|*rank0.*) mkdir -p "$CALL/snap/$tag"; mv "$f" "$CALL/snap/$tag/" ;;
       *) rm -f "$f" ;;
     esac
   done
@@ -101,7 +104,7 @@ run() {
   local t=$(( $(left) - 20 )); [ "$t" -gt "$cap" ] && t=$cap
   local tree; tree=$(tree_dir "${TREE[$tag]}")
   note "RUN $tag (${VARIANT[$tag]}, $tree, timeout ${t}s) ${OPTS[$tag]}"
-  rm -f "$SNAPDIR"/memory_snapshot_rank*.pickle
+  rm -f "$SNAPDIR"/memory_snapshot*.pickle
   # shellcheck disable=SC2086  # the options (and E2E_TRAIN_ARGS) split on purpose
   E2E_TAG=$tag E2E_TIMEOUT=$t bash e2e/run_remote.sh "$tree" "${VARIANT[$tag]}" "$OUT" \
     ${OPTS[$tag]} ${E2E_TRAIN_ARGS:-}
@@ -111,7 +114,7 @@ run() {
   note "END $tag rc=$rc"
   mkdir -p "$CALL/logs"
   mv "$OUT/$tag.log" "$CALL/logs/$tag.log"
-  keep_snapshots "$tag"
+  keep_snapshots "$tag" "$CALL/logs/$tag.log"
   pack
   return $rc
 }

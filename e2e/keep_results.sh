@@ -89,9 +89,10 @@ for log in "${logs[@]}"; do
   made=$(grep -m1 '^E2E_PRINTS ' "$log" | sed -n 's/.*"made_by": \[\([^]]*\)\].*/\1/p' | tr -d '"')
   rows+=("| \`$stem.log\` | ${made:-uninstrumented} | \`train.py --variant $variant $args\` |")
   echo "wrote $out ($(wc -l < "$out") lines, $(stat -c %s "$out") bytes; from $tag.log)"
-  for p in "$work/snap/$tag"/memory_snapshot_rank*.pickle; do
+  for p in "$work/snap/$tag"/*.pickle; do
     [ -f "$p" ] || continue
-    rs=$(basename "$p" .pickle | sed 's/^memory_snapshot_//; s/_/-/')  # rank0-step0
+    # memory_snapshot_rank0_step0.pickle -> rank0-step0 (the OOM snapshot has no step)
+    rs=$(basename "$p" .pickle | sed 's/^memory_snapshot_//; s/_/-/g')
     gz=$dest/$stem-$rs.pickle.gz
     if [ -e "$gz" ]; then echo "keep_results: $gz exists: not overwritten" >&2; status=1; continue; fi
     pairs=()
@@ -106,6 +107,10 @@ for log in "${logs[@]}"; do
   done
 done
 
+if [ ${#rows[@]} = 0 ]; then
+  rmdir "$dest" 2>/dev/null || true
+  echo "keep_results: nothing kept from $*" >&2; exit 1
+fi
 readme=$dest/README.md
 if [ -e "$readme" ]; then
   echo "keep_results: $readme exists: not overwritten (the table for it follows)"; readme=/dev/stdout

@@ -32,8 +32,10 @@ def describe_snapshot(blob):
     return "%d segments, %d trace entries" % (segs, traces)
 
 
-MEMBER_RE = re.compile(r"(?:^|/)([^/]+)/memory_snapshot_rank(\d+)(?:_step(\d+))?\.pickle(?:\.gz)?$")
-BESIDE_RE = re.compile(r"^(.+)-rank(\d+)-step(\d+)\.pickle(?:\.gz)?$")
+# <tag>/<any name>.pickle: the rank and step when the name has them (memprints names the file
+# memory_snapshot_rank<R>_step<S>.pickle), else rank 0 (the only rank kept) and step 0.
+MEMBER_RE = re.compile(r"(?:^|/)([^/]+)/[^/]*?(?:rank(\d+))?(?:_step(\d+))?\.pickle(?:\.gz)?$")
+BESIDE_RE = re.compile(r"^(.+)-rank(\d+)(?:-step(\d+))?\.pickle(?:\.gz)?$")
 
 
 class Snapshot:
@@ -65,7 +67,8 @@ class Results:
                     m = BESIDE_RE.match(p.name)
                     if m:
                         self.snapshots.append(Snapshot(m.group(1), int(m.group(2)),
-                                                       int(m.group(3)), str(p), p.read_bytes()))
+                                                       int(m.group(3) or 0), str(p),
+                                                       p.read_bytes()))
 
     def _log(self, name, text, origin):
         """Keep one log per name: of two copies (a run repeated by a later call), the one
@@ -93,7 +96,7 @@ class Results:
                     elif not logs:
                         hit = MEMBER_RE.search(m.name)
                         if hit:
-                            self.snapshots.append(Snapshot(hit.group(1), int(hit.group(2)),
+                            self.snapshots.append(Snapshot(hit.group(1), int(hit.group(2) or 0),
                                                            int(hit.group(3) or 0), origin, data))
         except (OSError, tarfile.TarError) as e:
             self.problems.append("%s unreadable (%s)" % (path, e))

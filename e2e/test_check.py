@@ -430,12 +430,15 @@ class ResultsTest(unittest.TestCase):
                                           "qwen3-instr.log": INSTR_FULL.encode()})
             snap = pickle.dumps({"segments": [{}], "device_traces": [[{}, {}]]})
             add_tar(Path(d, "snapshots.tgz"),
-                    {"qwen3-instr/memory_snapshot_rank0_step0.pickle": snap})
+                    {"qwen3-instr/memory_snapshot_rank0_step0.pickle": snap,
+                     "./qwen3-oom/memory_snapshot_rank0.pickle": b"x"})
             Path(d, "meta.txt").write_text("[device_call +500s] SKIP dsv2-plain: 40s left\n")
             res = check.Results([d])
             self.assertEqual(sorted(res.logs), ["qwen3-instr.log", "qwen3-plain.log"])
             self.assertEqual(res.snapshot_of("qwen3-instr").data, snap)
             self.assertIsNone(res.snapshot_of("qwen3-plain"))
+            oom = res.snapshot_of("qwen3-oom")  # the OOM snapshot's name has no step
+            self.assertEqual((oom.rank, oom.step, oom.data), (0, 0, b"x"))
             rc, text = run_main([d, "--require", "qwen3-plain,qwen3-instr,gpt-oss-plain"])
         self.assertEqual(rc, 1)
         self.assertIn("| qwen3-plain.log | qwen3-instr.log | 4 | yes |", text)
