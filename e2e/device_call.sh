@@ -174,6 +174,8 @@ lay_trees() {  # a copy of plain with each overlay on top, checked against the o
 }
 
 setup_phase2() {
+  [ -f "$PLAIN_TREE/pithtrain/__init__.py" ] || { note "MISSING tree $PLAIN_TREE (carry it)"; exit 2; }
+  [ -d "$OVERLAYS" ] || { note "MISSING $OVERLAYS (carry it)"; exit 2; }
   if [ "${E2E_DRY_RUN:-0}" = 1 ]; then
     note "DRY RUN: no install, no GPU queries"
   else
@@ -186,8 +188,6 @@ setup_phase2() {
       python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
     } >> "$meta" 2>&1
   fi
-  [ -f "$PLAIN_TREE/pithtrain/__init__.py" ] || { note "MISSING tree $PLAIN_TREE (carry it)"; exit 2; }
-  [ -d "$OVERLAYS" ] || { note "MISSING $OVERLAYS (carry it)"; exit 2; }
   mkdir -p "$STATE"
   rm -rf "$CALL"; mkdir -p "$CALL/logs" "$CALL/snap"
   lay_trees
