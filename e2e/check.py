@@ -1,32 +1,47 @@
 #!/usr/bin/env python3
-"""Check the files an e2e device call returned ($OUT) and print a markdown summary.
+"""Check the files e2e device calls returned ($OUT) and print a markdown summary.
 
 Python standard library only; runs HERE, never on the GPU machine.
 
-    python3 e2e/check.py DIR [DIR ...] [--md FILE] [--ranks 0,1] [--detail-layers 0,1]
+    python3 e2e/check.py DIR [DIR ...] [--md FILE] [--memprints PATH] [--require TAGS]
+                         [--ranks 0] [--detail-layers 0,1] [--profiled-chunks both|phase1]
                          [--resume-profiled yes|no|any]
 
-Files looked up by name in the DIRs (the first DIR holding a name wins):
-    plain.log instr.log resume.log           functional call (qwen3-tiny)
-    big-plain*.log big-instr*.log            overhead call (qwen3-big)
-    dsv2-plain.log dsv2-instr.log            optional DeepSeek-V2 call
-    meta.txt snapshots.tgz
+What is read from the DIRs (a log name seen twice: the copy with the later E2E_START, i.e.
+the run a later call repeated): every ``*.log``, the logs
+inside every ``logs.tgz``, the pickles inside every ``snapshots.tgz`` (``<tag>/memory_snapshot_
+rank<R>_step<S>.pickle``, belonging to ``<tag>.log``) or beside a log as
+``<stem>-rank<R>-step<S>.pickle[.gz]`` (the tests/data/e2e/ naming), and every ``meta.txt``.
+Log names say what ran: ``<model>-plain.log`` / ``<model>-instr.log`` (a pair: same model,
+uninstrumented and instrumented), ``<model>-resume.log`` (the instrumented tree resumed from
+the checkpoint its ``instr`` run saved), ``big-plain*.log`` / ``big-instr*.log`` (overhead).
+The older names ``plain.log``, ``instr.log``, ``resume.log`` and ``dsv2-*.log`` are the same
+scheme with an empty or ``dsv2-`` model prefix.
 
 Checks: every run finished (its last step line reads N/N); the step-0 per-micro-batch loss sums
-are bit-identical (float.hex strings) between plain and instrumented runs; each memory-print
-group's count per log and per rank, with the reason where a group cannot fire; step-time
-median and spread after the profiled step, and the instrumented/plain overhead ratio.
+are bit-identical (float.hex strings) within each plain/instr pair; each memory-print group's
+count per log and per rank, with the reason where a group cannot fire; every detail layer
+prints its ``layerN after stageK`` probes and ``layerN stageK saved tensors`` summaries on the
+rank that hosts it, with weight bytes > 0 where the stage saves weights (stage 1: the attention
+projections, stage 3: the experts); with ``--memprints``, ``memprints report`` on each
+instrumented log and its snapshot, the prints' peak beside the snapshot's; step-time median
+and spread after the profiled step, and the instrumented/plain overhead ratio.
 Exit status 0 when nothing FAILed, 1 otherwise, 2 when no log was found.
 """
 
 import argparse
+import gzip
 import json
-import pickle
 import re
 import statistics
 import sys
-import tarfile
+import tempfile
 from pathlib import Path
+
+import layer_prints
+import memprints_report
+import tree_prints
+from results import Results, describe_snapshot, display_order, log_kind, loss_pairs
 
 # ----------------------------------------------------------------------------- log parsing
 
@@ -163,18 +178,51 @@ def partition(num_layers, stages, index):
     return list(range(begin, begin + sizes[index]))
 
 
-def profiled_layers(num_layers, pp, pp_rank):
-    """Layers that pp rank `pp_rank` runs while the skill's per-layer flag is on.
+def profiled_layers(num_layers, pp, pp_rank, chunks="both"):
+    """Layers that pp rank `pp_rank` runs while the per-layer flag is on.
 
-    The flag is on for forward chunk 0 at step-1 iteration i == 1 (there are (pp - r - 1) * 2
-    such iterations, so only ranks r < pp - 1 get there) and for forward chunk 1 at step-2
-    iteration 0 (every rank). Chunk 0 is stage r; chunk 1 is stage 2 * pp - 1 - r.
+    Chunk 0 is stage r, chunk 1 is stage 2 * pp - 1 - r. The skill's schedule turns the flag
+    on for forward chunk 0 at step-1 iteration i == 1 (there are (pp - r - 1) * 2 such
+    iterations, so only ranks r < pp - 1 get there) and for forward chunk 1 at step-2
+    iteration 0 (every rank): chunks="phase1" is that schedule, as the memprints of
+    2026-12-01 wrote it. memprints also profiles the phase-0 chunk of the last pp rank now,
+    so every rank profiles both of its chunks: chunks="both".
     """
     stages = 2 * pp
     layers = set(partition(num_layers, stages, stages - 1 - pp_rank))
-    if (pp - pp_rank - 1) * 2 >= 2:
+    if chunks == "both" or (pp - pp_rank - 1) * 2 >= 2:
         layers |= set(partition(num_layers, stages, pp_rank))
     return layers
+
+
+def hosting_pp_rank(layer, num_layers, pp):
+    """The pp rank whose chunk 0 or chunk 1 holds `layer` (None when the layer does not exist)."""
+    stages = 2 * pp
+    for s in range(stages):
+        if layer in partition(num_layers, stages, s):
+            return s if s < pp else stages - 1 - s
+    return None
+
+
+def layer_printers(cfg, layer, ranks, chunks="both"):
+    """(global ranks that must print `layer`'s detail, reason when there is none).
+
+    Global rank r sits on pp rank r // (world / pp) (ep = cp = 1 in every e2e preset)."""
+    pp = int(cfg.get("pp", 1) or 1)
+    world = int(cfg.get("world", pp) or pp)
+    nl = int(cfg.get("num_layers", 0) or 0)
+    host = hosting_pp_rank(layer, nl, pp)
+    if host is None:
+        return [], "the model has no layer %d (%d layers)" % (layer, nl)
+    per_pp = max(1, world // pp)
+    mine = [r for r in ranks if r < world and r // per_pp == host]
+    if not mine:
+        return [], ("pp rank %d hosts layer %d, and none of its global ranks is among the "
+                    "printing ranks %s" % (host, layer, sorted(ranks)))
+    if layer not in profiled_layers(nl, pp, host, chunks):
+        return [], ("layer %d is in chunk 0 of pp rank %d, which the per-layer flag does not "
+                    "reach with --profiled-chunks %s" % (layer, host, chunks))
+    return mine, None
 
 
 def auto_detail_layers(first_k_dense, num_layers):
@@ -218,7 +266,7 @@ def reason_not_firing(group, kind):
     return None
 
 
-def rank_reasons(group, cfg, ranks, detail):
+def rank_reasons(group, cfg, ranks, detail, chunks="both"):
     """{rank: reason} for ranks on which `group` cannot fire in a fresh instrumented run."""
     out = {}
     if group != 5 or not cfg:
@@ -230,7 +278,7 @@ def rank_reasons(group, cfg, ranks, detail):
         pr = r // per_pp
         if pr >= pp:
             continue
-        mine = profiled_layers(nl, pp, pr) if nl else set()
+        mine = profiled_layers(nl, pp, pr, chunks) if nl else set()
         hit = sorted(mine & set(detail))
         pro, epi = rank_prolog_epilog(pp, pr)
         if not hit and not pro and not epi:
@@ -265,43 +313,6 @@ def overhead_ratio(plain, instr):
     return statistics.median(instr) / statistics.median(plain)
 
 
-# ------------------------------------------------------------------------------- snapshots
-
-class _DataOnly(pickle.Unpickler):
-    """Memory snapshots are plain dicts/lists: refuse any global (no code runs on load)."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError("global %s.%s refused" % (module, name))
-
-
-def describe_snapshot(blob):
-    try:
-        import io
-
-        snap = _DataOnly(io.BytesIO(blob)).load()
-    except Exception as e:  # noqa: BLE001 - any failure is reported, not raised
-        return "not loadable (%s)" % e
-    if not isinstance(snap, dict):
-        return "loaded, type %s" % type(snap).__name__
-    segs = len(snap.get("segments", []))
-    traces = sum(len(t) for t in snap.get("device_traces", []))
-    return "%d segments, %d trace entries" % (segs, traces)
-
-
-def snapshot_report(path):
-    rows = []
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            for m in tar.getmembers():
-                if not m.isfile():
-                    continue
-                f = tar.extractfile(m)
-                rows.append((m.name, m.size, describe_snapshot(f.read()) if f else "?"))
-    except (OSError, tarfile.TarError) as e:
-        rows.append((str(path), 0, "unreadable (%s)" % e))
-    return rows
-
-
 # ---------------------------------------------------------------------------------- report
 
 class Report:
@@ -322,15 +333,6 @@ class Report:
                          + self.lines) + "\n"
 
 
-def find_logs(dirs):
-    found = {}
-    for d in dirs:
-        for p in sorted(Path(d).glob("*")):
-            if p.is_file():
-                found.setdefault(p.name, p)
-    return found
-
-
 def fmt_stats(s):
     if not s:
         return "n=0 | - | - | -"
@@ -338,12 +340,35 @@ def fmt_stats(s):
                                                    s["min"], s["max"])
 
 
+def mib(n):
+    return "not measured" if n is None else "%.2f MiB" % (n / 2**20)
+
+
+def check_calls(rep, res, required):
+    """What the device calls said about themselves (meta.txt), and the logs that must exist."""
+    notes = []
+    for path, text in res.metas:
+        for line in text.splitlines():
+            if re.search(r"SKIP|PENDING|FAILED|MISSING|over 16 MB|dropped|TIMEOUT", line):
+                notes.append("- `%s`: %s" % (path, line.strip()))
+    notes += ["- %s" % p for p in res.problems]
+    for tag in required:
+        if tag + ".log" not in res.logs:
+            notes.append("- %s.log: %s" % (tag, rep.fail("%s.log did not come back" % tag)))
+    if notes:
+        rep.add("## Device calls")
+        rep.add("")
+        rep.lines.extend(notes)
+        rep.add("")
+
+
 def check_runs(rep, logs):
     rep.add("## Runs")
     rep.add("")
     rep.add("| log | finished | last step | torchrun rc | E2E_DONE ranks | loss dtype line |")
     rep.add("|---|---|---|---|---|---|")
-    for name, text in logs.items():
+    for name in display_order(logs):
+        text = logs[name]
         ok, last, total = finished(text)
         rc = end_rc(text)
         dt = re.search(r"E2E_LOSS_DTYPE step\d+ (\S+) n=(\d+)", text)
@@ -386,31 +411,127 @@ def check_losses(rep, logs, pairs):
 
 
 def check_resume_loss(rep, logs):
-    if "instr.log" not in logs or "resume.log" not in logs:
-        return
-    cont = loss_sums(logs["instr.log"])
-    res = loss_sums(logs["resume.log"])
-    common = sorted(set(cont) & set(res))
-    if not common:
-        rep.add("Resume: no common step with loss sums between instr.log and resume.log.")
+    for r in display_order(logs):
+        if log_kind(r) != "resume":
+            continue
+        i = r.replace("resume", "instr", 1)
+        if i not in logs:
+            continue
+        cont, res = loss_sums(logs[i]), loss_sums(logs[r])
+        common = sorted(set(cont) & set(res))
+        if not common:
+            rep.add("Resume: no common step with loss sums between %s and %s." % (i, r))
+            rep.add("")
+            continue
+        s = common[0]
+        same, ndiff, worst = compare_hex(cont[s], res[s])
+        rep.add("Resume (%s) vs continuous run (%s) at step %d (informational; training is not "
+                "bitwise deterministic past step 0's forward): %s, max relative difference %.3g."
+                % (r, i, s, "bit-identical" if same else "%d of %d differ" % (ndiff, len(cont[s])),
+                   worst))
         rep.add("")
+
+
+class PrintSetup:
+    """What an instrumented log's tree was set up to print: from its E2E_PRINTS line, else
+    from the command line, else the skill's automatic choice (and where each part came from)."""
+
+    def __init__(self, text, args):
+        cfg = run_config(text)
+        rec = tree_prints.from_log(text) or {}
+        nl = int(cfg.get("num_layers", 0) or 0)
+        if args.detail_layers:
+            self.detail, src = args.detail_layers, "--detail-layers"
+        elif rec.get("detail_layers") is not None:
+            self.detail, src = tuple(rec["detail_layers"]), "tree"
+        else:
+            self.detail = auto_detail_layers(int(cfg.get("first_k_dense_replace", 0) or 0), nl)
+            src = "auto rule"
+        if args.ranks:
+            self.ranks, rsrc = args.ranks, "--ranks"
+        elif rec.get("ranks") is not None:
+            self.ranks, rsrc = tuple(rec["ranks"]), "tree"
+        else:
+            self.ranks, rsrc = (0,), "memprints default"
+        self.after = tuple(rec.get("stages_after") or (1, 2, 3, 4, 5))
+        self.saved = tuple(rec.get("stages_saved") or (1, 3, 5))
+        self.source = "detail layers from %s, ranks from %s" % (src, rsrc)
+        self.cfg = cfg
+
+
+WEIGHT_STAGES = (1, 3)  # stage 1: attention projections; stage 3: the experts
+
+
+def check_layers(rep, logs, kinds, args):
+    """Every detail layer prints its probes and saved-tensor summaries on its hosting rank."""
+    rows = []
+    for n in display_order(logs):
+        kind = kinds.get(n)
+        if kind not in ("fresh", "resume") or (kind == "resume" and args.resume_profiled != "yes"):
+            continue
+        setup = PrintSetup(logs[n], args)
+        msgs = layer_prints.rank_messages(logs[n])
+        rows.append("| %s | %s | %s | | | | | |" % (n, list(setup.detail), setup.source))
+        for layer in setup.detail:
+            printers, why = layer_printers(setup.cfg, layer, setup.ranks, args.profiled_chunks)
+            if not printers:
+                rows.append("| | %d | - | - | - | - | - | not expected: %s |" % (layer, why))
+            for r in printers:
+                rows.append(layer_row(rep, n, layer, r, msgs.get(r, []), setup))
+    if not rows:
         return
-    s = common[0]
-    same, ndiff, worst = compare_hex(cont[s], res[s])
-    rep.add("Resume vs continuous run at step %d (informational; training is not bitwise "
-            "deterministic past step 0's forward): %s, max relative difference %.3g."
-            % (s, "bit-identical" if same else "%d of %d differ" % (ndiff, len(cont[s])), worst))
+    rep.add("## Per-layer prints of the detail layers")
+    rep.add("")
+    rep.add("| log | layer | rank | `after stageK` probes | saved-tensor summaries | "
+            "weight, stage 1 | weight, stage 3 | verdict |")
+    rep.add("|---|---|---|---|---|---|---|---|")
+    rep.lines.extend(rows)
     rep.add("")
 
 
-def check_groups(rep, logs, kinds, ranks, detail_arg, resume_profiled):
+def layer_row(rep, log, layer, rank, messages, setup):
+    bad = []
+    seen = layer_prints.probes(messages)
+    missing = [k for k in setup.after if (layer, k) not in seen]
+    if missing:
+        bad.append("no `layer%d after stage%s`" % (layer, ",".join(map(str, missing))))
+    blocks = {}
+    for b in layer_prints.saved_blocks(messages):
+        if b.layer == layer:
+            blocks.setdefault(b.stage, b)  # the first print of each stage
+    absent = [k for k in setup.saved if k not in blocks]
+    if absent:
+        bad.append("no `layer%d stage%s saved tensors`" % (layer, ",".join(map(str, absent))))
+    for k, b in sorted(blocks.items()):
+        if b.total is None:
+            bad.append("stage%d saved tensors without a summary line" % k)
+        elif b.total != len(b.tensors):
+            bad.append("stage%d summary says total=%d, %d tensor lines read"
+                       % (k, b.total, len(b.tensors)))
+    weights = []
+    for k in WEIGHT_STAGES:
+        b = blocks.get(k)
+        if k not in setup.saved or b is None:
+            weights.append("-")
+            continue
+        weights.append(b.weight_text())
+        if b.weights_nonzero() is False:
+            bad.append("stage%d saves its weights but the summary says weight=0" % k)
+    probes = "%d/%d" % (len(setup.after) - len(missing), len(setup.after))
+    saved = ", ".join("stage%d (%d)" % (k, b.total or 0) for k, b in sorted(blocks.items())) or "none"
+    if bad:
+        verdict = rep.fail("%s layer %d rank %d: %s" % (log, layer, rank, "; ".join(bad)))
+        verdict += " " + "; ".join(bad)
+    else:
+        verdict = "ok"
+    return "| | %d | %d | %s | %s | %s | %s | %s |" % (layer, rank, probes, saved, weights[0],
+                                                    weights[1], verdict)
+
+
+def check_groups(rep, logs, kinds, args):
     rep.add("## Memory-print groups")
     rep.add("")
-    present = [n for n in ("plain.log", "instr.log", "resume.log", "dsv2-plain.log",
-                           "dsv2-instr.log") if n in logs]
-    present += [n for n in logs if n.startswith("big-") and n not in present]
-    if not present:
-        return
+    present = display_order(logs)
     counts = {n: count_groups(logs[n]) for n in present}
     rep.add("| group | " + " | ".join(present) + " | notes |")
     rep.add("|---|" + "---|" * len(present) + "---|")
@@ -420,14 +541,11 @@ def check_groups(rep, logs, kinds, ranks, detail_arg, resume_profiled):
             c = counts[n][g]
             kind = kinds.get(n)
             cell = str(c["total"])
-            if g == 5 and c["total"]:
-                cell += " (" + ", ".join("%s %d" % (k.split()[0], v)
-                                         for k, v in c["parts"].items()) + ")"
-            if g == 2 and c["total"]:
+            if g in (2, 5) and c["total"]:
                 cell += " (" + ", ".join("%s %d" % (k.split()[0], v)
                                          for k, v in c["parts"].items()) + ")"
             if kind:
-                want = expectations(kind, resume_profiled)[g]
+                want = expectations(kind, args.resume_profiled)[g]
                 if want == "yes" and c["total"] == 0:
                     cell += " " + rep.fail("group %d silent in %s" % (g, n))
                     why = reason_not_firing(g, kind)
@@ -443,22 +561,22 @@ def check_groups(rep, logs, kinds, ranks, detail_arg, resume_profiled):
         rep.add("| %d %s | %s | %s |" % (g, GROUP_NAMES[g], " | ".join(cells),
                                           "; ".join(notes) or ""))
     rep.add("")
-    # Per-rank view of the instrumented fresh runs.
+    # Per-rank view of the instrumented runs.
     for n in present:
         if kinds.get(n) not in ("fresh", "resume"):
             continue
-        cfg = run_config(logs[n])
-        nl = int(cfg.get("num_layers", 0) or 0)
-        detail = detail_arg or auto_detail_layers(int(cfg.get("first_k_dense_replace", 0) or 0), nl)
-        rep.add("Per rank, %s (ranks %s, detail layers %s):" % (n, list(ranks), list(detail)))
+        setup = PrintSetup(logs[n], args)
+        ranks, cfg = setup.ranks, setup.cfg
+        rep.add("Per rank, %s (ranks %s, detail layers %s):" % (n, list(ranks), list(setup.detail)))
         rep.add("")
         rep.add("| group | " + " | ".join("rank %d" % r for r in ranks) + " | notes |")
         rep.add("|---|" + "---|" * len(ranks) + "---|")
         world = int(cfg.get("world", max(ranks) + 1) or 1)
-        want = expectations(kinds[n], resume_profiled)
+        want = expectations(kinds[n], args.resume_profiled)
         for g in GROUPS:
             c = counts[n][g]
-            why = rank_reasons(g, cfg, ranks, detail) if kinds[n] == "fresh" else {}
+            why = (rank_reasons(g, cfg, ranks, setup.detail, args.profiled_chunks)
+                   if kinds[n] == "fresh" else {})
             cells, notes = [], []
             for r in ranks:
                 k = c["ranks"].get(r, 0)
@@ -479,24 +597,24 @@ def check_times(rep, logs):
     rep.add("")
     rep.add("| log | first step (profiled, compiles) | n after it | median | IQR | min-max |")
     rep.add("|---|---|---|---|---|---|")
-    for n, text in logs.items():
-        steps = step_lines(text)
+    for n in display_order(logs):
+        steps = step_lines(logs[n])
         if not steps:
             continue
         first = steps[min(steps)][1]
         after = min(steps)
-        rep.add("| %s | %.3f | %s |" % (n, first, fmt_stats(stats(steady_times(text, after)))))
+        rep.add("| %s | %.3f | %s |" % (n, first, fmt_stats(stats(steady_times(logs[n], after)))))
     rep.add("")
-    pairs = [("plain.log", "instr.log"), ("dsv2-plain.log", "dsv2-instr.log")]
     big_plain = [n for n in logs if n.startswith("big-plain")]
     big_instr = [n for n in logs if n.startswith("big-instr")]
     lines = []
-    for a, b in pairs:
-        if a in logs and b in logs:
-            r = overhead_ratio(steady_times(logs[a]), steady_times(logs[b]))
-            if r:
-                lines.append("- %s / %s: median ratio %.3f (tiny model: dominated by launch "
-                             "overhead, indicative only)" % (b, a, r))
+    for a, b in loss_pairs(logs):
+        if a.startswith("big-"):
+            continue
+        r = overhead_ratio(steady_times(logs[a]), steady_times(logs[b]))
+        if r:
+            lines.append("- %s / %s: median ratio %.3f (tiny model: dominated by launch "
+                         "overhead, indicative only)" % (b, a, r))
     if big_plain and big_instr:
         p = [t for n in big_plain for t in steady_times(logs[n])]
         i = [t for n in big_instr for t in steady_times(logs[n])]
@@ -518,54 +636,111 @@ def check_times(rep, logs):
         rep.add("")
 
 
-def check_snapshots(rep, files):
+def check_snapshots(rep, res):
     rep.add("## Memory snapshots")
     rep.add("")
-    if "snapshots.tgz" not in files:
-        rep.add("snapshots.tgz did not come back (too large, or no run wrote one); meta.txt "
+    if not res.snapshots:
+        rep.add("No snapshot came back (snapshots.tgz too large, or no run wrote one); meta.txt "
                 "lists the sizes seen on the machine.")
         rep.add("")
         return
-    for name, size, desc in snapshot_report(files["snapshots.tgz"]):
-        rep.add("- `%s`: %d bytes, %s" % (name, size, desc))
+    for s in sorted(res.snapshots, key=lambda s: (s.stem, s.rank, s.step)):
+        data = gzip.decompress(s.data) if s.origin.endswith(".gz") else s.data
+        rep.add("- `%s` (%s.log, rank %d, step %d): %d bytes, %s"
+                % (s.origin, s.stem, s.rank, s.step, len(data), describe_snapshot(data)))
     rep.add("")
+
+
+def check_memprints(rep, res, kinds, binary):
+    """memprints report on each instrumented log (+ its snapshot): the prints' peak beside
+    the snapshot's."""
+    rep.add("## memprints report: the prints' peak beside the snapshot's (rank 0)")
+    rep.add("")
+    if not binary:
+        rep.add("Not run (pass `--memprints PATH`).")
+        rep.add("")
+        return
+    try:
+        flag = memprints_report.report_takes_snapshots(binary)
+    except memprints_report.MemprintsError as e:
+        rep.add("- %s: %s" % (rep.fail("memprints did not run"), e))
+        rep.add("")
+        return
+    rep.add("`%s report` %s `--snapshots`." % (binary, "takes" if flag else "has no"))
+    rep.add("")
+    rep.add("| log | prints' peak | at | PithTrain peak-gpu-memory, step 1 | snapshot peak | "
+            "snapshot figure from | snapshot - prints |")
+    rep.add("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in display_order(res.logs):
+            if kinds.get(n) not in ("fresh", "resume"):
+                continue
+            stem = n[:-len(".log")]
+            log = Path(tmp, n)
+            log.write_text(res.logs[n])
+            snap = res.snapshot_of(stem)
+            pickle_path = None
+            if snap:
+                pickle_path = Path(tmp, "%s-rank%d-step%d.pickle%s" % (
+                    stem, snap.rank, snap.step, ".gz" if snap.origin.endswith(".gz") else ""))
+                pickle_path.write_bytes(snap.data)
+            try:
+                p = memprints_report.peaks(binary, log, pickle_path, 0, flag)
+            except memprints_report.MemprintsError as e:
+                rep.add("| %s | %s %s | | | | | |" % (n, rep.fail("memprints report on %s" % n), e))
+                continue
+            if p["unparsed"]:
+                rep.fail("memprints report left %d memory lines of %s unparsed" % (p["unparsed"], n))
+            diff = ("%+.2f MiB" % ((p["snapshot_peak"] - p["prints_peak"]) / 2**20)
+                    if p["snapshot_peak"] is not None and p["prints_peak"] is not None else "-")
+            rep.add("| %s | %s | %s | %s | %s | %s | %s |" % (
+                n, mib(p["prints_peak"]), p["prints_label"] or "-", mib(p["step1_peak"]),
+                mib(p["snapshot_peak"]) if snap else "not measured (no snapshot came back)",
+                p["snapshot_source"] or "-", diff))
+            if p["unparsed"]:
+                rep.add("| | %s: %d memory lines unparsed | | | | | |" % ("**FAIL**", p["unparsed"]))
+    rep.add("")
+
+
+def int_list(text):
+    return tuple(int(x) for x in text.split(",") if x.strip())
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="check e2e logs; print a markdown summary")
     ap.add_argument("dirs", nargs="+")
     ap.add_argument("--md", help="also write the summary to this file")
-    ap.add_argument("--ranks", default="0,1", help="ranks the tree was instrumented for")
-    ap.add_argument("--detail-layers", default=None, help="override the auto choice")
+    ap.add_argument("--memprints", metavar="PATH",
+                    help="memprints binary: run `report` (and `snapshot`) on the instrumented logs")
+    ap.add_argument("--require", type=lambda s: [t for t in s.split(",") if t], default=[],
+                    metavar="TAGS", help="log stems that must have come back, e.g. qwen3-plain")
+    ap.add_argument("--ranks", type=int_list, default=None,
+                    help="printing ranks (default: the log's E2E_PRINTS line, else 0)")
+    ap.add_argument("--detail-layers", type=int_list, default=None,
+                    help="detail layers (default: the log's E2E_PRINTS line, else the auto rule)")
+    ap.add_argument("--profiled-chunks", choices=("both", "phase1"), default="both",
+                    help="which chunks the per-layer flag reaches: both (memprints now) or "
+                         "phase1 (memprints of 2026-12-01: chunk 0 only on ranks < pp - 1)")
     ap.add_argument("--resume-profiled", choices=("yes", "no", "any"), default="yes",
                     help="must groups 4/5/7 fire on the first step after a resume")
     a = ap.parse_args(argv)
-    files = find_logs(a.dirs)
-    logs = {n: p.read_text(errors="replace") for n, p in files.items() if n.endswith(".log")}
+    res = Results(a.dirs)
+    logs = res.logs
     if not logs:
-        print("no *.log in %s" % a.dirs, file=sys.stderr)
+        print("no *.log (or logs.tgz) in %s" % a.dirs, file=sys.stderr)
         return 2
-    kinds = {}
-    for n in logs:
-        if "plain" in n:
-            kinds[n] = "plain"
-        elif n.startswith("resume"):
-            kinds[n] = "resume"
-        elif "instr" in n:
-            kinds[n] = "fresh"
-    ranks = tuple(int(r) for r in a.ranks.split(",") if r.strip())
-    detail = tuple(int(x) for x in a.detail_layers.split(",")) if a.detail_layers else None
+    kinds = {n: log_kind(n) for n in logs if log_kind(n)}
 
     rep = Report()
+    check_calls(rep, res, a.require)
     check_runs(rep, logs)
-    pairs = [("plain.log", "instr.log"), ("dsv2-plain.log", "dsv2-instr.log")]
-    pairs += [(p, i) for p in sorted(logs) if p.startswith("big-plain")
-              for i in sorted(logs) if i.startswith("big-instr")]
-    check_losses(rep, logs, pairs)
+    check_losses(rep, logs, loss_pairs(logs))
     check_resume_loss(rep, logs)
-    check_groups(rep, logs, kinds, ranks, detail, a.resume_profiled)
+    check_groups(rep, logs, kinds, a)
+    check_layers(rep, logs, kinds, a)
+    check_memprints(rep, res, kinds, a.memprints)
     check_times(rep, logs)
-    check_snapshots(rep, files)
+    check_snapshots(rep, res)
     out = rep.text()
     print(out)
     if a.md:

@@ -39,7 +39,8 @@ $PIP "${COMMON[@]}" "${REL[@]}"
 for spec in "${PRE[@]}" "${REL[@]}"; do
   name="${spec%%==*}"; ver="${spec##*==}"
   norm="$(echo "$name" | tr '-' '_')"
-  n=$(ls "$dl" | grep -c "^${norm}-${ver}-" || true)
+  n=0
+  for w in "$dl/${norm}-${ver}-"*.whl; do [ -e "$w" ] && n=$((n + 1)); done
   if [ "$n" != 1 ]; then echo "fetch_wheels: expected one wheel for $spec, found $n" >&2; exit 1; fi
 done
 

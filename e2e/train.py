@@ -26,10 +26,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 # name: (config, sequence_length, micro_batch_size, global_batch_size, pp, default max_steps)
+# pp is what two GPUs run; on one GPU main() drops it to the world size (E2E_WARN line).
 PRESETS = {
     "qwen3-tiny": ("configs/qwen3-moe-tiny.json", 512, 2, 16, 2, 3),
     "qwen3-big": ("configs/qwen3-moe-big.json", 4096, 1, 16, 2, 14),
     "dsv2-tiny": ("configs/deepseek-v2-tiny.json", 512, 2, 16, 2, 3),
+    "gpt-oss-tiny": ("configs/gpt-oss-tiny.json", 512, 2, 16, 2, 3),
 }
 DATASET_STEPS = 32  # the synthetic dataset covers this many steps of any preset
 
