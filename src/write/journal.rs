@@ -97,9 +97,13 @@ impl Journal {
         let path = Self::path(root);
         let temp = temp_path(&path);
         fsio::remove(&temp)?;
-        let file = fsio::create(&temp, &text)?;
-        fsio::sync(&file, &temp)?;
-        fsio::rename(&temp, &path)?;
+        let written = fsio::create(&temp, &text)
+            .and_then(|file| fsio::sync(&file, &temp))
+            .and_then(|()| fsio::rename(&temp, &path));
+        if let Err(e) = written {
+            let _ = fsio::remove(&temp);
+            return Err(e);
+        }
         fsio::sync_dir(&root.join(STATE_DIR))?;
         Ok(Journal {
             root: root.to_path_buf(),

@@ -121,18 +121,21 @@ impl Lock {
         let path = dir.join(LOCK);
         let here = Holder::this_process(command);
         let contents = serde_json::to_vec(&here).expect("a holder always serialises");
+        let held = |took_over: Option<String>| {
+            sweep_takeover_leftovers(&dir);
+            Lock {
+                root: root.clone(),
+                path: path.clone(),
+                command: command.to_string(),
+                contents: contents.clone(),
+                took_over,
+            }
+        };
         let mut took_over = None;
         // A few rounds: a lock released or taken over between our steps sends us round again.
         for _ in 0..4 {
             if create_exclusive(&path, &contents)? {
-                sweep_takeover_leftovers(&dir);
-                return Ok(Lock {
-                    root,
-                    path,
-                    command: command.to_string(),
-                    contents,
-                    took_over,
-                });
+                return Ok(held(took_over));
             }
             let Some((found, since)) = read_lock(&path)? else {
                 continue;
@@ -155,19 +158,14 @@ impl Lock {
                     || "one that is just starting".to_string(),
                     |h| h.describe(&here, since),
                 );
-                return Err(CommitError::Locked { lock: path, holder }.into());
+                return Err(CommitError::Locked {
+                    lock: path.clone(),
+                    holder,
+                }
+                .into());
             };
             match take_over(&path, &found, &contents)? {
-                Takeover::Won => {
-                    sweep_takeover_leftovers(&dir);
-                    return Ok(Lock {
-                        root,
-                        path,
-                        command: command.to_string(),
-                        contents,
-                        took_over: Some(note),
-                    });
-                }
+                Takeover::Won => return Ok(held(Some(note))),
                 Takeover::Removed => took_over = Some(note),
                 Takeover::Lost => took_over = None,
             }

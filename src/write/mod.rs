@@ -70,9 +70,15 @@ pub fn write_all(lock: &Lock, replacements: &[Replacement], options: &Options) -
         }
         .into());
     }
-    let mut targets = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
     for r in replacements {
         let target = Target::resolve(root, r.rel, options.allow_read_only)?;
+        if let Some(same) = targets.iter().find(|t| t.path == target.path) {
+            return Err(Error::Unsupported {
+                file: r.rel.to_string(),
+                reason: format!("is the same file as {}; nothing was written", same.rel),
+            });
+        }
         if fsio::read(&target.path)? != r.expected.as_bytes() {
             return Err(Error::ChangedOnDisk {
                 file: r.rel.to_string(),

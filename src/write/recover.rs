@@ -44,7 +44,7 @@ impl fmt::Display for Recovered {
             if self.restored.is_empty() {
                 write!(
                     f,
-                    "an interrupted `memprints {command}` had changed no file yet; dropped its journal"
+                    "every file was already as before an interrupted `memprints {command}`; dropped its journal"
                 )?;
             } else {
                 write!(

@@ -116,7 +116,62 @@ fn common_prefix<T: PartialEq>(
 
 #[cfg(test)]
 mod tests {
-    use super::torn;
+    use std::fs;
+
+    use super::{Identity, stage, swap_in, temp_path, torn, write_in_place};
+    use crate::error::Error;
+
+    const PLANNED: &str = "planned from\n";
+    const OURS: &str = "memprints' version\n";
+    const SAVED: &str = "the user's save\n";
+
+    fn staged_file() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.py");
+        fs::write(&path, PLANNED).unwrap();
+        let identity = Identity::of(&fs::metadata(&path).unwrap());
+        stage("f.py", &path, identity, OURS.as_bytes()).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn a_save_written_into_the_file_before_the_swap_is_given_back() {
+        let (_dir, path) = staged_file();
+        fs::write(&path, SAVED).unwrap();
+        let err = swap_in("f.py", &path, PLANNED.as_bytes()).unwrap_err();
+        assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), SAVED);
+        assert!(!temp_path(&path).exists());
+    }
+
+    #[test]
+    fn a_save_renamed_over_the_file_before_the_swap_is_given_back() {
+        let (dir, path) = staged_file();
+        let editor_temp = dir.path().join("f.py~");
+        fs::write(&editor_temp, SAVED).unwrap();
+        fs::rename(&editor_temp, &path).unwrap();
+        let err = swap_in("f.py", &path, PLANNED.as_bytes()).unwrap_err();
+        assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), SAVED);
+    }
+
+    #[test]
+    fn the_swap_puts_the_staged_bytes_in_place_and_removes_the_temp_file() {
+        let (_dir, path) = staged_file();
+        swap_in("f.py", &path, PLANNED.as_bytes()).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), OURS);
+        assert!(!temp_path(&path).exists());
+    }
+
+    #[test]
+    fn an_in_place_write_refuses_a_file_that_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.py");
+        fs::write(&path, SAVED).unwrap();
+        let err = write_in_place("f.py", &path, PLANNED.as_bytes(), OURS.as_bytes()).unwrap_err();
+        assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), SAVED);
+    }
 
     #[test]
     fn torn_accepts_every_midway_state_of_an_overwrite_in_both_directions() {
