@@ -325,7 +325,9 @@ fn leftover_temp_files_are_reported_by_status_and_removed_by_the_next_add() {
     assert_eq!(out.status.code(), Some(2));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains(&format!("1 leftover temp files ({temp})")),
+        stdout.contains(&format!(
+            "memprints: leftover temp files ({temp}); the next"
+        )),
         "{stdout}"
     );
     assert!(!stdout.contains(": clean\n"), "{stdout}");

@@ -49,8 +49,11 @@ impl fmt::Display for Recovered {
             } else {
                 write!(
                     f,
-                    "rolled back an interrupted `memprints {command}`: put {} files back as they were before it ({})",
-                    self.restored.len(),
+                    "rolled back an interrupted `memprints {command}`: {} as before it ({})",
+                    match self.restored.len() {
+                        1 => "1 file is".to_string(),
+                        n => format!("{n} files are"),
+                    },
                     self.restored.join(", ")
                 )?;
             }
@@ -117,7 +120,7 @@ pub struct Pending {
     temps: Vec<PathBuf>,
 }
 
-/// What the journal folder holds, when it exists.
+/// What the journal says, when there is one.
 #[derive(Debug)]
 enum JournalState {
     /// The record of a commit to roll back, and its command.
@@ -138,11 +141,7 @@ impl fmt::Display for Pending {
             None => {}
         }
         if !self.temps.is_empty() {
-            parts.push(format!(
-                "{} leftover temp files ({})",
-                self.temps.len(),
-                join_paths(&self.temps)
-            ));
+            parts.push(format!("leftover temp files ({})", join_paths(&self.temps)));
         }
         write!(
             f,
