@@ -63,6 +63,9 @@ pub enum Error {
 
     #[error("{file}: {message}")]
     Config { file: String, message: String },
+
+    #[error(transparent)]
+    Commit(#[from] crate::write::CommitError),
 }
 
 /// The library's result type.

@@ -2,7 +2,7 @@
 //! the library (`memprints::ops` and friends).
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -43,7 +43,8 @@ enum Command {
     Remove(RemoveArgs),
     /// Show what instrumentation the tree holds.
     ///
-    /// Exit code 0: fully instrumented; 1: clean; 2: partial or inconsistent.
+    /// Exit code 0: fully instrumented; 1: clean; 2: partial or inconsistent, or an interrupted
+    /// run left its journal or temp files.
     Status(StatusArgs),
     /// Show which pipeline stage, model chunk and global ranks host each layer, and which detail
     /// layers will print.
@@ -195,6 +196,7 @@ struct PlanArgs {
 }
 
 fn main() -> ExitCode {
+    write::ignore_sigxfsz();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Add(args) => add(args),
@@ -224,6 +226,7 @@ fn list(text: &Option<String>, what: &'static str) -> anyhow::Result<Option<Vec<
 fn add(args: AddArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let repo = Repo::locate(args.repo.repo.as_deref())?;
+    let lock = lock_and_recover(&repo.root, "add")?;
     ops::check_version(&repo)?;
     let ranks = params::parse_index_list("--ranks", &args.ranks)?;
     let snapshot_dir = params::validate_snapshot_dir(&args.snapshot_dir)?;
@@ -288,7 +291,7 @@ fn add(args: AddArgs) -> anyhow::Result<u8> {
         );
         return Ok(0);
     }
-    write::write_all(&repo.root, &replacements)?;
+    write::write_all(&lock, &replacements, &write::Options::default())?;
     let elapsed = started.elapsed();
     print_summary(&repo, &plan, elapsed);
     if args.no_ruff {
@@ -312,6 +315,19 @@ fn add(args: AddArgs) -> anyhow::Result<u8> {
     }
     report_ruff(&repo, &rels);
     Ok(0)
+}
+
+/// Takes the tree's lock for the whole command and rolls back what an interrupted run left,
+/// saying so in one line.
+fn lock_and_recover(root: &Path, command: &str) -> anyhow::Result<write::Lock> {
+    let lock = write::Lock::acquire(root, command)?;
+    if let Some(note) = lock.took_over() {
+        eprintln!("memprints: note: {note}");
+    }
+    if let Some(recovered) = write::recover(&lock)? {
+        println!("memprints: {recovered}");
+    }
+    Ok(lock)
 }
 
 fn print_diffs(replacements: &[Replacement]) {
@@ -453,6 +469,7 @@ fn report_ruff(repo: &Repo, files: &[String]) {
 
 fn remove(args: RemoveArgs) -> anyhow::Result<u8> {
     let repo = Repo::locate(args.repo.repo.as_deref())?;
+    let lock = lock_and_recover(&repo.root, "remove")?;
     let Some(plan) = ops::plan_remove(&repo)? else {
         println!("memprints: the tree holds no memory prints; nothing to remove");
         return Ok(0);
@@ -461,7 +478,7 @@ fn remove(args: RemoveArgs) -> anyhow::Result<u8> {
     if args.dry_run {
         print_diffs(&replacements);
     } else {
-        write::write_all(&repo.root, &replacements)?;
+        write::write_all(&lock, &replacements, &write::Options::default())?;
     }
     let verb = if args.dry_run {
         "would restore"
@@ -484,12 +501,21 @@ fn remove(args: RemoveArgs) -> anyhow::Result<u8> {
 fn status_cmd(args: StatusArgs) -> anyhow::Result<u8> {
     let repo = Repo::locate(args.repo.repo.as_deref())?;
     let status = status::scan(&repo)?;
+    let pending = write::pending(&repo.root);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
+        let mut json = serde_json::to_value(&status)?;
+        if let Some(pending) = &pending {
+            json["interrupted"] = pending.to_string().into();
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
+        if let Some(pending) = &pending {
+            println!("memprints: {pending}");
+        }
         let state = match status.state {
             State::Complete => "instrumented",
             State::Partial => "partially instrumented",
+            State::Absent if pending.is_some() => "clean files, but an interrupted run is pending",
             State::Absent => "clean",
         };
         println!("{}: {state}", repo.root.display());
@@ -506,6 +532,7 @@ fn status_cmd(args: StatusArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(match status.state {
+        _ if pending.is_some() => 2,
         State::Complete => 0,
         State::Absent => 1,
         State::Partial => 2,

@@ -1,0 +1,306 @@
+//! One writer at a time: `.memprints/lock`, like git's `index.lock`.
+//!
+//! A command that may write takes the lock before it reads the tree and keeps it until it is done
+//! (read → plan → write), so two runs cannot interleave. The lock is created with `O_EXCL`, with
+//! the holder's pid, its start time (`/proc/<pid>/stat`), the boot id, the host name and the
+//! command in it; a second writer refuses at once with [`CommitError::Locked`] naming the holder
+//! (refusing rather than waiting: the other run may be an `add` with other ranks, and the user
+//! should decide what comes next).
+//!
+//! A lock whose holder is gone does not strand the user. It is stale when the holder ran on this
+//! host and the machine has rebooted since, its pid is no longer alive, or that pid now belongs
+//! to a process that started at another time (reuse). A stale lock is taken over with a note
+//! ([`Lock::took_over`]): the new holder writes its own lock beside it and swaps the two names
+//! atomically (`renameat2(RENAME_EXCHANGE)`), then checks that what it swapped out is the stale
+//! lock it judged; if not, another run took it over first and the names are swapped back. So the
+//! lock file never disappears during a takeover and only one run wins. Where the file system
+//! cannot exchange names, the stale lock is removed and created anew, and two runs taking over
+//! the same stale lock at the same instant could both win. A lock from another host (a checkout
+//! on a shared file system) is never judged stale: the message says to delete it by hand if that
+//! run is gone. A lock that cannot be read is stale once it is 10 seconds old (a live holder
+//! writes it within microseconds of creating it).
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::crash;
+use super::error::CommitError;
+use super::fsio;
+use super::journal::STATE_DIR;
+use super::target::{TEMP_SUFFIX, temp_path};
+use crate::error::{Error, Result};
+
+const LOCK: &str = "lock";
+/// How old an unreadable lock must be before it counts as stale.
+const UNREADABLE_GRACE: Duration = Duration::from_secs(10);
+
+/// What a lock file says about its holder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Holder {
+    pid: u32,
+    /// Field 22 of `/proc/<pid>/stat`: clock ticks from boot to the process's start.
+    start: Option<String>,
+    boot: Option<String>,
+    host: Option<String>,
+    command: String,
+}
+
+impl Holder {
+    fn this_process(command: &str) -> Self {
+        let pid = std::process::id();
+        Holder {
+            pid,
+            start: start_time(pid),
+            boot: read_trimmed("/proc/sys/kernel/random/boot_id"),
+            host: read_trimmed("/proc/sys/kernel/hostname"),
+            command: command.to_string(),
+        }
+    }
+
+    /// `None` while the holder may still be running; else why the lock is stale.
+    fn gone(&self, here: &Holder) -> Option<String> {
+        if self.host != here.host {
+            return None;
+        }
+        if self.boot.is_some() && self.boot != here.boot {
+            return Some("the machine has restarted since".into());
+        }
+        let alive = rustix::process::Pid::from_raw(self.pid as i32).is_some_and(|pid| {
+            !matches!(
+                rustix::process::test_kill_process(pid),
+                Err(rustix::io::Errno::SRCH)
+            )
+        });
+        if !alive {
+            return Some("it is no longer running".into());
+        }
+        match (&self.start, start_time(self.pid)) {
+            (Some(then), Some(now)) if *then != now => {
+                Some("its pid now belongs to another process".into())
+            }
+            _ => None,
+        }
+    }
+
+    fn describe(&self, here: &Holder, since: Option<Duration>) -> String {
+        let mut text = format!("`memprints {}`, pid {}", self.command, self.pid);
+        if self.host != here.host {
+            text.push_str(&format!(
+                " on host {} (if it is no longer running there, delete the lock)",
+                self.host.as_deref().unwrap_or("?")
+            ));
+        }
+        if let Some(since) = since {
+            text.push_str(&format!(", for {} s", since.as_secs()));
+        }
+        text
+    }
+}
+
+/// The tree's lock, held until dropped.
+#[derive(Debug)]
+pub struct Lock {
+    root: PathBuf,
+    path: PathBuf,
+    command: String,
+    contents: Vec<u8>,
+    took_over: Option<String>,
+}
+
+impl Lock {
+    /// Takes the lock of the tree at `root` for `command` (`add`, `remove`…), taking over a stale
+    /// one; refuses with [`CommitError::Locked`] while another run holds it.
+    pub fn acquire(root: &Path, command: &str) -> Result<Lock> {
+        let root = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
+        let dir = root.join(STATE_DIR);
+        fs::create_dir_all(&dir).map_err(|e| fsio::error(&dir, e))?;
+        let path = dir.join(LOCK);
+        let here = Holder::this_process(command);
+        let contents = serde_json::to_vec(&here).expect("a holder always serialises");
+        let held = |took_over: Option<String>| {
+            sweep_takeover_leftovers(&dir);
+            Lock {
+                root: root.clone(),
+                path: path.clone(),
+                command: command.to_string(),
+                contents: contents.clone(),
+                took_over,
+            }
+        };
+        let mut took_over = None;
+        // A few rounds: a lock released or taken over between our steps sends us round again.
+        for _ in 0..4 {
+            if create_exclusive(&path, &contents)? {
+                return Ok(held(took_over));
+            }
+            let Some((found, since)) = read_lock(&path)? else {
+                continue;
+            };
+            let holder = serde_json::from_slice::<Holder>(&found).ok();
+            let stale = match &holder {
+                Some(holder) => holder.gone(&here).map(|why| {
+                    format!(
+                        "took over the lock of `memprints {}` (pid {}): {why}",
+                        holder.command, holder.pid
+                    )
+                }),
+                None if since.is_some_and(|s| s >= UNREADABLE_GRACE) => {
+                    Some("took over an unreadable lock file".into())
+                }
+                None => None,
+            };
+            let Some(note) = stale else {
+                let holder = holder.map_or_else(
+                    || "one that is just starting".to_string(),
+                    |h| h.describe(&here, since),
+                );
+                return Err(CommitError::Locked {
+                    lock: path.clone(),
+                    holder,
+                }
+                .into());
+            };
+            match take_over(&path, &found, &contents)? {
+                Takeover::Won => return Ok(held(Some(note))),
+                Takeover::Removed => took_over = Some(note),
+                Takeover::Lost => took_over = None,
+            }
+        }
+        Err(CommitError::Locked {
+            lock: path,
+            holder: "runs that keep taking and releasing it".into(),
+        }
+        .into())
+    }
+
+    /// The tree's root, canonical.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The command holding the lock.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// A note saying whose stale lock this one replaced, if it did.
+    pub fn took_over(&self) -> Option<&str> {
+        self.took_over.as_deref()
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        crash::point("releasing the lock");
+        if fs::read(&self.path).is_ok_and(|now| now == self.contents) {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Creates the lock with `O_EXCL`; `false` when it exists.
+fn create_exclusive(path: &Path, contents: &[u8]) -> Result<bool> {
+    crash::point("creating the lock");
+    match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(mut file) => {
+            file.write_all(contents).map_err(|e| fsio::error(path, e))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(fsio::error(path, e)),
+    }
+}
+
+/// The lock's bytes and age; `None` when it is gone.
+fn read_lock(path: &Path) -> Result<Option<(Vec<u8>, Option<Duration>)>> {
+    match fs::read(path) {
+        Ok(bytes) => {
+            let since = fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| SystemTime::now().duration_since(t).ok());
+            Ok(Some((bytes, since)))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// How an attempt to take over a stale lock ended.
+enum Takeover {
+    /// The lock is ours.
+    Won,
+    /// Another run took the stale lock over first; it holds the lock now.
+    Lost,
+    /// The file system cannot exchange names: the stale lock was removed, to be created anew.
+    Removed,
+}
+
+/// Replaces the stale lock holding `stale` by one holding `contents`.
+fn take_over(path: &Path, stale: &[u8], contents: &[u8]) -> Result<Takeover> {
+    let temp = takeover_temp(path, std::process::id());
+    fsio::remove(&temp)?;
+    drop(fsio::create(&temp, contents)?);
+    if !fsio::exchange(&temp, path)? {
+        fsio::remove(&temp)?;
+        fsio::remove(path)?;
+        return Ok(Takeover::Removed);
+    }
+    let swapped_out = fs::read(&temp).map_err(|e| Error::io(&temp, e))?;
+    if swapped_out != stale {
+        // Give the winner's lock back; if it is gone already, the winner has finished.
+        if let Err(e) = fsio::exchange(&temp, path)
+            && path.exists()
+        {
+            return Err(e);
+        }
+        fsio::remove(&temp)?;
+        return Ok(Takeover::Lost);
+    }
+    fsio::remove(&temp)?;
+    Ok(Takeover::Won)
+}
+
+/// `.lock-<pid>.memprints-tmp`: the lock a run writes before swapping it in.
+fn takeover_temp(path: &Path, pid: u32) -> PathBuf {
+    temp_path(&path.with_file_name(format!("lock-{pid}")))
+}
+
+/// Removes the takeover temps of runs that are no longer alive.
+fn sweep_takeover_leftovers(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(".lock-")?.strip_suffix(TEMP_SUFFIX))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let dead = rustix::process::Pid::from_raw(pid).is_none_or(|pid| {
+            rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
+        });
+        if dead {
+            let _ = fsio::remove(&entry.path());
+        }
+    }
+}
+
+/// A process's start time, when `/proc` says.
+fn start_time(pid: u32) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19).map(str::to_string)
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    Some(fs::read_to_string(path).ok()?.trim().to_string())
+}
