@@ -1,10 +1,12 @@
 # Groups 5B-5E: probes inside the model file (pithtrain/models/<model>.py).
 # DETAIL_LAYERS: the tuple literal of the layers with detail. DISPATCH, GATHERED, SCATTERED, OUTS:
 # the names the model gives the dispatched, gathered, scattered and expert-output tokens. EXPR: the
-# value of a `return` that is split so its result can be printed. STEP, SHAPES: an experts step
-# (padded to 17 columns) and the shapes it produced (experts_shape fields). INNER, OUTER and
-# INNER_STEP, OUTER_STEP: the two calls of the experts' `return proj(act(...))`, split in two.
-# placeholders: DETAIL_LAYERS DISPATCH GATHERED SCATTERED OUTS EXPR STEP SHAPES NAME INNER INNER_STEP OUTER OUTER_STEP
+# value of a `return` that is split so its result can be printed. SHAPES: the shapes of the
+# tensors an experts step produced (experts_shape fields, space-separated). OPERATION: what the
+# step calls (`gate_proj`, `silu_mul`, `slice`), padded to 11 columns so the shapes line up.
+# INNER, OUTER and INNER_OPERATION, OUTER_OPERATION: the two calls of the experts'
+# `return proj(act(...))`, split in two.
+# placeholders: DETAIL_LAYERS DISPATCH GATHERED SCATTERED OUTS EXPR OPERATION SHAPES NAME INNER INNER_OPERATION OUTER OUTER_OPERATION
 
 # block: layer_preamble
 from pithtrain.dualpipe.execution import _layer_mem_profile, _lmem
@@ -62,9 +64,13 @@ _do_mem: bool = False
 # block: experts_import
 from pithtrain.dualpipe.execution import _lmem
 
-# block: experts_probe
+# block: experts_input
 if _do_mem:
-    _lmem(f"    experts: STEP SHAPES")
+    _lmem(f"    experts: input             SHAPES")
+
+# block: experts_step
+if _do_mem:
+    _lmem(f"    experts: after OPERATION SHAPES")
 
 # fragment: experts_shape
 NAME={tuple(NAME.shape)}
@@ -72,10 +78,10 @@ NAME={tuple(NAME.shape)}
 # block: experts_return
 gu = INNER
 if _do_mem:
-    _lmem(f"    experts: INNER_STEP gu={tuple(gu.shape)}")
+    _lmem(f"    experts: after INNER_OPERATION gu={tuple(gu.shape)}")
 out = OUTER
 if _do_mem:
-    _lmem(f"    experts: OUTER_STEP out={tuple(out.shape)}")
+    _lmem(f"    experts: after OUTER_OPERATION out={tuple(out.shape)}")
 return out
 
 # block: prolog_import

@@ -241,7 +241,7 @@ impl<'s> FileEdits<'s> {
         let at = self.src.line_start(line_offset);
         let nl = self.src.newline();
         let mut text = nl.repeat(blank_before);
-        text.push_str(&self.lines(block, indent, at, Layout::Formatted)?);
+        text.push_str(&self.prepare(block, indent, at, Layout::Formatted)?);
         text.push_str(&nl.repeat(blank_after));
         self.edits.push(Edit::insertion(at, text));
         Ok(())
@@ -251,7 +251,7 @@ impl<'s> FileEdits<'s> {
     pub fn replace_lines(&mut self, node: &impl Ranged, block: &str) -> Result<()> {
         let (start, end) = self.src.full_lines(node);
         let indent = self.indent_of(node);
-        let text = self.lines(block, &indent, start, Layout::Formatted)?;
+        let text = self.prepare(block, &indent, start, Layout::Formatted)?;
         self.edits.push(Edit::replacement(start, end, text));
         Ok(())
     }
@@ -261,7 +261,7 @@ impl<'s> FileEdits<'s> {
     pub fn replace_line_verbatim(&mut self, offset: usize, block: &str) -> Result<()> {
         let (start, end) = (self.src.line_start(offset), self.src.line_end(offset));
         let indent = self.src.indent_at(offset).to_string();
-        let text = self.lines(block, &indent, start, Layout::Verbatim)?;
+        let text = self.prepare(block, &indent, start, Layout::Verbatim)?;
         self.edits.push(Edit::replacement(start, end, text));
         Ok(())
     }
@@ -317,7 +317,7 @@ impl<'s> FileEdits<'s> {
     /// `block` (statements at column 0, `\n` line ends, no final newline) as whole lines for
     /// the place `at`: laid out per `layout` for `indent`, indented, each line ended by the
     /// file's newline.
-    pub fn lines(&self, block: &str, indent: &str, at: usize, layout: Layout) -> Result<String> {
+    pub fn prepare(&self, block: &str, indent: &str, at: usize, layout: Layout) -> Result<String> {
         let laid_out = match layout {
             Layout::Formatted if !self.src.in_fmt_off(at) => self
                 .settings

@@ -163,6 +163,17 @@ def load_checkpoint(cfg) -> None:
         testing::check_group(&super::GROUP, &before, "group_6_dtensor_imported");
     }
 
+    /// PithTrain's own `rank = torch.distributed.get_rank()` right after `dcp.load(...)` ends up
+    /// right after the inserted block: it looks like the block's first line, and must stay.
+    #[test]
+    fn group_6_keeps_the_users_own_rank_line_after_the_block() {
+        let before = BEFORE.replace(
+            "    cfg.step = ",
+            "    rank = torch.distributed.get_rank()\n    cfg.step = ",
+        );
+        testing::check_group(&super::GROUP, &before, "group_6_user_rank_line");
+    }
+
     #[test]
     fn group_6_blocks_are_recognised() {
         testing::check_blocks(&super::GROUP);

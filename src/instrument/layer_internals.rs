@@ -277,16 +277,20 @@ fn describe(src: &PySource, expr: &Expr) -> String {
     }
 }
 
-/// `"    experts: STEP SHAPES"`: the step padded to 17 columns so the shapes line up.
-fn experts_probe(step: &str, names: &[&str]) -> String {
+/// The probe after an experts step that calls `operation` and binds `names`.
+fn experts_step(operation: &str, names: &[&str]) -> String {
     LAYER_INTERNALS.fill(
-        "experts_probe",
-        &[("STEP", &padded(step)), ("SHAPES", &shapes(names))],
+        "experts_step",
+        &[
+            ("OPERATION", &padded(operation)),
+            ("SHAPES", &shapes(names)),
+        ],
     )
 }
 
-fn padded(step: &str) -> String {
-    format!("{step:<17}")
+/// Operation names are padded to 11 columns, so that the shapes after them line up.
+fn padded(operation: &str) -> String {
+    format!("{operation:<11}")
 }
 
 fn shapes(names: &[&str]) -> String {
@@ -321,13 +325,14 @@ fn experts_probes(edits: &mut FileEdits, def: &StmtFunctionDef) -> Result<()> {
             continue;
         }
         if first_step {
-            edits.insert_before(stmt, &experts_probe("input", &[input]), 0)?;
+            let probe = LAYER_INTERNALS.fill("experts_input", &[("SHAPES", &shapes(&[input]))]);
+            edits.insert_before(stmt, &probe, 0)?;
             first_step = false;
         }
         let names = find::assigned_names(stmt);
         flow.extend(names.iter().map(|n| n.to_string()));
-        let step = format!("after {}", describe(src, &assign.value));
-        edits.insert_after(stmt, &experts_probe(&step, &names))?;
+        let probe = experts_step(&describe(src, &assign.value), &names);
+        edits.insert_after(stmt, &probe)?;
     }
     if first_step {
         return Err(anchor::missing(
@@ -345,8 +350,8 @@ fn experts_probes(edits: &mut FileEdits, def: &StmtFunctionDef) -> Result<()> {
         // A body that returns a name (or nothing) already shows its result: it keeps its return.
         return Ok(());
     };
-    let inner_step = match call.arguments.args.first() {
-        Some(inner @ Expr::Call(_)) => format!("after {}", describe(src, inner)),
+    let inner_operation = match call.arguments.args.first() {
+        Some(inner @ Expr::Call(_)) => describe(src, inner),
         _ => {
             return Err(anchor::missing(
                 src,
@@ -356,16 +361,16 @@ fn experts_probes(edits: &mut FileEdits, def: &StmtFunctionDef) -> Result<()> {
             ));
         }
     };
-    let outer_step = format!("after {}", describe(src, value));
+    let outer_operation = describe(src, value);
     let (inner_name, _) = &Vocabulary::get().nested_splits[0];
     let split = actions::split_nested_return(edits, ret, inner_name, |inner, outer| {
         LAYER_INTERNALS.fill(
             "experts_return",
             &[
                 ("INNER", inner),
-                ("INNER_STEP", &padded(&inner_step)),
+                ("INNER_OPERATION", &padded(&inner_operation)),
                 ("OUTER", outer),
-                ("OUTER_STEP", &padded(&outer_step)),
+                ("OUTER_OPERATION", &padded(&outer_operation)),
             ],
         )
     })?;

@@ -62,12 +62,13 @@ impl<'s> Stripper<'s> {
         self.split_returns(body)
     }
 
+    /// The weak statement `stmt` is, if it is one.
     fn weak(&self, stmt: &Stmt) -> Option<&'static Weak> {
+        if !find::is_simple(stmt) {
+            return None;
+        }
         let text = self.src().slice(stmt);
-        let words: &'static Vocabulary = self.words;
-        find::is_simple(stmt)
-            .then(|| words.weak.iter().find(|w| w.text == text))
-            .flatten()
+        self.words.weak.iter().find(|w| w.text == text)
     }
 
     fn stmt(&mut self, stmt: &Stmt, module_level: bool) -> Result<()> {

@@ -2,7 +2,8 @@
 //!
 //! - [`check_group`]: a small hand-written "before" file; `add` of the one group gives the
 //!   snapshotted "after"; `strip(after)` is "before" to the byte; `status` finds each marker
-//!   block the number of times the group says it places it.
+//!   block the number of times the group says it places it; and the same file with `\r\n` line
+//!   ends gives the same result with `\r\n` line ends, and strips back too.
 //! - [`check_blocks`]: every block of the group's template, filled with sample values and put
 //!   in a host file, is taken out again by `strip` (down to the user code a wrapper or split
 //!   carries), and its signature is found exactly once: a template statement that `strip` or
@@ -65,6 +66,20 @@ pub fn check_group(group: &Group, before: &str, name: &str) {
         group.id
     );
 
+    let crlf = before.replace('\n', "\r\n");
+    let src = PySource::parse("before.py", crlf.clone()).expect("the snippet parses");
+    let after_crlf = super::add::plan_group(group, &src, &settings, &params())
+        .unwrap_or_else(|e| panic!("group {} on \\r\\n: {e}", group.id));
+    assert_eq!(
+        after_crlf,
+        after.replace('\n', "\r\n"),
+        "group {}: a file with \\r\\n line ends gets different code",
+        group.id
+    );
+    let parsed = PySource::parse("after.py", after_crlf).expect("the result parses");
+    let stripped = super::strip::strip(&parsed, &settings).expect("strip");
+    assert_eq!(stripped, crlf, "group {}: strip on \\r\\n", group.id);
+
     let vocabulary = Vocabulary::get();
     for marker in group.markers {
         assert_eq!(
@@ -102,9 +117,8 @@ fn sample(placeholder: &str) -> &'static str {
         "EXPR" => "f(x)",
         "SHAPES" => "x={tuple(x.shape)}",
         "INNER" => "act(x)",
-        "INNER_STEP" => "after act",
+        "OPERATION" | "INNER_OPERATION" | "OUTER_OPERATION" => "act",
         "OUTER" => "down(gu)",
-        "OUTER_STEP" => "after down",
         other => panic!("no sample value for placeholder {other}: add one to testing.rs"),
     }
 }

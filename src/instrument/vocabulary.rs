@@ -29,7 +29,7 @@
 use std::sync::OnceLock;
 
 use regex::Regex;
-use ruff_python_ast::{CmpOp, ExceptHandler, Expr, InterpolatedStringElement, Stmt};
+use ruff_python_ast::{CmpOp, ExceptHandler, Expr, InterpolatedStringElement, ModModule, Stmt};
 use ruff_text_size::Ranged;
 
 use super::GROUPS;
@@ -164,175 +164,132 @@ impl Vocabulary {
         vocabulary
     }
 
-    fn learn_block(&mut self, group: &Group, block: Section) {
-        let template = group.template;
-        let module = ruff_python_parser::parse_module(block.text)
-            .unwrap_or_else(|e| {
-                panic!(
-                    "template {}: block `{}` is not valid Python: {e}",
-                    template.name(),
-                    block.name
-                )
-            })
-            .into_syntax();
-        let text = block.text;
-        let slice = |node: &dyn Ranged| &text[node.range()];
-        let is_placeholder = |word: &str| template.is_placeholder(word);
-        let has_placeholder = |code: &str| placeholder_words(code, is_placeholder).next().is_some();
-        let is_carrier = |stmts: &[Stmt]| matches!(stmts, [Stmt::Expr(e)] if matches!(&*e.value, Expr::Name(n) if is_placeholder(n.id.as_str())));
-        let body = &module.body;
-        // The block's own statements: not the placeholders that carry user code.
-        let own: Vec<&Stmt> = body
-            .iter()
-            .filter(|s| !is_carrier(std::slice::from_ref(*s)))
-            .collect();
-        let mut weak = |stmt: &Stmt| {
-            let i = own
-                .iter()
-                .position(|s| s.range() == stmt.range())
-                .expect("a statement of the block");
-            let (follows, precedes) = (i > 0, i + 1 < own.len());
-            let text = slice(stmt);
-            match self.weak.iter_mut().find(|w| w.text == text) {
-                Some(known) => {
-                    known.follows_ours |= follows;
-                    known.precedes_ours |= precedes;
-                }
-                None => self.weak.push(Weak {
-                    text: text.to_string(),
-                    follows_ours: follows,
-                    precedes_ours: precedes,
-                }),
-            }
-        };
-        let mut weak_statements = Vec::new();
-        for stmt in body {
-            match stmt {
-                Stmt::FunctionDef(def) if private(def.name.as_str()) => {
-                    push_new(&mut self.helpers, def.name.as_str())
-                }
-                Stmt::ClassDef(class) if private(class.name.as_str()) => {
-                    push_new(&mut self.helpers, class.name.as_str())
-                }
-                Stmt::Assign(_) | Stmt::AnnAssign(_) => {
-                    let names = find::assigned_names(stmt);
-                    for name in names.iter().filter(|n| private(n) && !is_placeholder(n)) {
-                        push_new(&mut self.bound, name);
-                    }
-                    let attributes: Vec<&Expr> = match stmt {
-                        Stmt::Assign(assign) => assign
-                            .targets
-                            .iter()
-                            .filter(|t| matches!(t, Expr::Attribute(_)))
-                            .collect(),
-                        _ => Vec::new(),
-                    };
-                    for attribute in &attributes {
-                        push_new(&mut self.bound_attributes, slice(*attribute));
-                    }
-                    if attributes.is_empty()
-                        && !names.iter().any(|n| private(n))
-                        && !has_placeholder(slice(stmt))
-                    {
-                        weak_statements.push(stmt);
-                    }
-                }
-                Stmt::Expr(expr) => {
-                    let calls_private = matches!(&*expr.value, Expr::Call(c) if find::callee_name(c).is_some_and(private));
-                    if !is_carrier(std::slice::from_ref(stmt))
-                        && !calls_private
-                        && !has_placeholder(slice(stmt))
-                    {
-                        weak_statements.push(stmt);
-                    }
-                }
-                Stmt::If(if_stmt) => {
-                    for name in find::names_in_expr(&if_stmt.test) {
-                        if private(name) && !is_placeholder(name) {
-                            push_new(&mut self.flags, name);
-                        }
-                    }
-                    if is_rank_guard(&if_stmt.test, &is_placeholder)
-                        && let Some(label) = print_label(&if_stmt.body)
-                    {
-                        push_new(&mut self.guarded_labels, &label);
-                    }
-                    if let [.., clause] = if_stmt.elif_else_clauses.as_slice()
-                        && clause.test.is_none()
-                        && is_carrier(&clause.body)
-                    {
-                        push_new(&mut self.if_else_tests, slice(&*if_stmt.test));
-                    }
-                }
-                Stmt::Try(try_stmt) if is_carrier(&try_stmt.body) => {
-                    for handler in &try_stmt.handlers {
-                        let ExceptHandler::ExceptHandler(handler) = handler;
-                        let flag = handler.body.iter().find_map(|s| match s {
-                            Stmt::If(i) => Some(slice(&*i.test).to_string()),
-                            _ => None,
-                        });
-                        if let (Some(exception), Some(flag)) = (handler.type_.as_deref(), flag) {
-                            self.try_wrappers.push(TryWrapper {
-                                exception: slice(exception).to_string(),
-                                flag,
-                            });
-                        }
-                    }
-                }
-                Stmt::ImportFrom(import) => {
-                    let module = import.module.as_ref().map_or("", |m| m.as_str());
-                    let names: Vec<String> = import
-                        .names
-                        .iter()
-                        .map(|a| a.asname.as_ref().unwrap_or(&a.name).to_string())
-                        .collect();
-                    if names.iter().all(|n| private(n)) {
-                        match self.imports.iter_mut().find(|(m, _)| m == module) {
-                            Some((_, known)) => {
-                                for name in &names {
-                                    push_new(known, name);
-                                }
-                            }
-                            None => self.imports.push((module.to_string(), names)),
-                        }
-                    } else {
-                        self.optional_imports.push(OptionalImport {
-                            text: slice(stmt).to_string(),
-                            name: names[0].clone(),
-                        });
-                    }
-                }
-                _ => {}
+    fn learn_block(&mut self, group: &Group, section: Section) {
+        let block = ParsedBlock::parse(group.template, section);
+        let own = block.own_statements();
+        for (i, stmt) in own.iter().enumerate() {
+            self.learn_statement(&block, stmt);
+            if block.is_weak(stmt) {
+                self.learn_weak(block.slice(*stmt), i > 0, i + 1 < own.len());
             }
         }
-        for stmt in weak_statements {
-            weak(stmt);
-        }
-        self.learn_split(body, &is_placeholder);
-        let lines: Vec<&str> = text.lines().collect();
+        self.learn_split(&block);
+        let lines: Vec<&str> = section.text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
             if line.starts_with('#') {
-                if body.is_empty() {
+                if block.body().is_empty() {
                     push_new(&mut self.moved_markers, line);
                 } else {
                     push_new(&mut self.comments, line);
                 }
             }
-            if i > 0 && is_placeholder(line) && lines[i - 1].starts_with('#') {
+            if i > 0 && block.is_placeholder(line) && lines[i - 1].starts_with('#') {
                 push_new(&mut self.moved_comments, lines[i - 1]);
             }
         }
-        if body
+        let uses_torch = block
+            .body()
             .iter()
-            .any(|stmt| find::names_in_stmt(stmt).contains(&"torch"))
-            && !self.torch_targets.contains(&group.target)
-        {
+            .any(|stmt| find::names_in_stmt(stmt).contains(&"torch"));
+        if uses_torch && !self.torch_targets.contains(&group.target) {
             self.torch_targets.push(group.target);
         }
     }
 
+    fn learn_statement(&mut self, block: &ParsedBlock, stmt: &Stmt) {
+        match stmt {
+            Stmt::FunctionDef(def) if private(def.name.as_str()) => {
+                push_new(&mut self.helpers, def.name.as_str())
+            }
+            Stmt::ClassDef(class) if private(class.name.as_str()) => {
+                push_new(&mut self.helpers, class.name.as_str())
+            }
+            Stmt::Assign(_) | Stmt::AnnAssign(_) => {
+                for name in find::assigned_names(stmt) {
+                    if private(name) && !block.is_placeholder(name) {
+                        push_new(&mut self.bound, name);
+                    }
+                }
+                for attribute in attribute_targets(stmt) {
+                    push_new(&mut self.bound_attributes, block.slice(attribute));
+                }
+            }
+            Stmt::If(if_stmt) => {
+                for name in find::names_in_expr(&if_stmt.test) {
+                    if private(name) && !block.is_placeholder(name) {
+                        push_new(&mut self.flags, name);
+                    }
+                }
+                if block.is_rank_guard(&if_stmt.test)
+                    && let Some(label) = print_label(&if_stmt.body)
+                {
+                    push_new(&mut self.guarded_labels, &label);
+                }
+                if let [.., clause] = if_stmt.elif_else_clauses.as_slice()
+                    && clause.test.is_none()
+                    && block.is_carrier(&clause.body)
+                {
+                    push_new(&mut self.if_else_tests, block.slice(&*if_stmt.test));
+                }
+            }
+            Stmt::Try(try_stmt) if block.is_carrier(&try_stmt.body) => {
+                for handler in &try_stmt.handlers {
+                    let ExceptHandler::ExceptHandler(handler) = handler;
+                    let flag = handler.body.iter().find_map(|s| match s {
+                        Stmt::If(i) => Some(block.slice(&*i.test).to_string()),
+                        _ => None,
+                    });
+                    if let (Some(exception), Some(flag)) = (handler.type_.as_deref(), flag) {
+                        self.try_wrappers.push(TryWrapper {
+                            exception: block.slice(exception).to_string(),
+                            flag,
+                        });
+                    }
+                }
+            }
+            Stmt::ImportFrom(import) => {
+                let module = import.module.as_ref().map_or("", |m| m.as_str());
+                let names: Vec<String> = import
+                    .names
+                    .iter()
+                    .map(|a| a.asname.as_ref().unwrap_or(&a.name).to_string())
+                    .collect();
+                if !names.iter().all(|n| private(n)) {
+                    self.optional_imports.push(OptionalImport {
+                        text: block.slice(stmt).to_string(),
+                        name: names[0].clone(),
+                    });
+                } else if let Some((_, known)) = self.imports.iter_mut().find(|(m, _)| m == module)
+                {
+                    for name in &names {
+                        push_new(known, name);
+                    }
+                } else {
+                    self.imports.push((module.to_string(), names));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A plain statement, with whether its block has a statement of its own before / after it.
+    fn learn_weak(&mut self, text: &str, follows_ours: bool, precedes_ours: bool) {
+        match self.weak.iter_mut().find(|w| w.text == text) {
+            Some(known) => {
+                known.follows_ours |= follows_ours;
+                known.precedes_ours |= precedes_ours;
+            }
+            None => self.weak.push(Weak {
+                text: text.to_string(),
+                follows_ours,
+                precedes_ours,
+            }),
+        }
+    }
+
     /// `NAME = EXPR` … `return NAME`, and `inner = A` … `outer = B` … `return outer`.
-    fn learn_split(&mut self, body: &[Stmt], is_placeholder: &dyn Fn(&str) -> bool) {
+    fn learn_split(&mut self, block: &ParsedBlock) {
+        let body = block.body();
         let Some(Stmt::Return(ret)) = body.last() else {
             return;
         };
@@ -343,7 +300,7 @@ impl Vocabulary {
             .iter()
             .filter(|s| matches!(s, Stmt::Assign(_)))
             .flat_map(find::assigned_names)
-            .filter(|n| !is_placeholder(n))
+            .filter(|n| !block.is_placeholder(n))
             .collect();
         match assigned.as_slice() {
             [name] if *name == returned.id.as_str() => push_new(&mut self.split_names, name),
@@ -431,11 +388,95 @@ fn push_new(list: &mut Vec<String>, item: &str) {
     }
 }
 
-/// `<x> in RANKS`.
-fn is_rank_guard(test: &Expr, is_placeholder: &dyn Fn(&str) -> bool) -> bool {
-    matches!(test, Expr::Compare(compare)
-        if compare.ops.as_ref() == [CmpOp::In]
-            && matches!(&compare.comparators[0], Expr::Name(n) if is_placeholder(n.id.as_str())))
+/// One template block, parsed.
+struct ParsedBlock {
+    template: TemplateFile,
+    text: &'static str,
+    module: ModModule,
+}
+
+impl ParsedBlock {
+    fn parse(template: TemplateFile, section: Section) -> Self {
+        let module = ruff_python_parser::parse_module(section.text)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "template {}: block `{}` is not valid Python: {e}",
+                    template.name(),
+                    section.name
+                )
+            })
+            .into_syntax();
+        ParsedBlock {
+            template,
+            text: section.text,
+            module,
+        }
+    }
+
+    fn body(&self) -> &[Stmt] {
+        &self.module.body
+    }
+
+    fn slice(&self, node: &dyn Ranged) -> &'static str {
+        &self.text[node.range()]
+    }
+
+    fn is_placeholder(&self, word: &str) -> bool {
+        self.template.is_placeholder(word)
+    }
+
+    fn has_placeholder(&self, code: &str) -> bool {
+        placeholder_words(code, |w| self.is_placeholder(w))
+            .next()
+            .is_some()
+    }
+
+    /// `[PLACEHOLDER]`: a body that is user code carried into the block.
+    fn is_carrier(&self, stmts: &[Stmt]) -> bool {
+        matches!(stmts, [Stmt::Expr(e)]
+            if matches!(&*e.value, Expr::Name(n) if self.is_placeholder(n.id.as_str())))
+    }
+
+    /// The block's own top-level statements: not the placeholders that carry user code.
+    fn own_statements(&self) -> Vec<&Stmt> {
+        self.body()
+            .iter()
+            .filter(|s| !self.is_carrier(std::slice::from_ref(*s)))
+            .collect()
+    }
+
+    /// A plain statement that binds, assigns and calls nothing private (`G = 1024**3`).
+    fn is_weak(&self, stmt: &Stmt) -> bool {
+        let plain = match stmt {
+            Stmt::Assign(_) | Stmt::AnnAssign(_) => {
+                attribute_targets(stmt).is_empty()
+                    && !find::assigned_names(stmt).iter().any(|n| private(n))
+            }
+            Stmt::Expr(expr) => !matches!(&*expr.value,
+                Expr::Call(c) if find::callee_name(c).is_some_and(private)),
+            _ => false,
+        };
+        plain && !self.has_placeholder(self.slice(stmt))
+    }
+
+    /// `<x> in RANKS`.
+    fn is_rank_guard(&self, test: &Expr) -> bool {
+        matches!(test, Expr::Compare(compare)
+            if compare.ops.as_ref() == [CmpOp::In]
+                && matches!(&compare.comparators[0], Expr::Name(n) if self.is_placeholder(n.id.as_str())))
+    }
+}
+
+/// The attributes an assignment assigns (`self.memory_profiling`).
+fn attribute_targets(stmt: &Stmt) -> Vec<&Expr> {
+    match stmt {
+        Stmt::Assign(assign) => assign
+            .targets
+            .iter()
+            .filter(|t| matches!(t, Expr::Attribute(_)))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The label of the first `print(f"[rank=...] LABEL ...")` in `body`: the f-string's first
