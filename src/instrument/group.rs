@@ -54,10 +54,3 @@ impl Marker {
         Marker { block, times }
     }
 }
-
-impl Group {
-    /// How many marker blocks a complete instrumentation holds.
-    pub fn expected_markers(&self) -> usize {
-        self.markers.iter().map(|m| m.times).sum()
-    }
-}

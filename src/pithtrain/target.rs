@@ -101,11 +101,6 @@ impl<T> PerTarget<T> {
     pub fn as_ref(&self) -> PerTarget<&T> {
         PerTarget::from_fn(|target| &self[target])
     }
-
-    /// The values as a vector, in execution order.
-    pub fn into_vec(self) -> Vec<T> {
-        self.0.into()
-    }
 }
 
 impl<T> Index<Target> for PerTarget<T> {
