@@ -1,69 +1,234 @@
-//! The library's error type: every failure names what went wrong and where, in a first line a user
-//! can act on; anchor errors add the nearby source lines below it.
+//! The library's error type. Every kind names the situation and, for user errors, the way
+//! forward, in a first line a user can act on; anchor errors add the nearby source lines below
+//! it. [`Error::Bug`] is kept apart: it is memprints' fault, never the user's.
 
 use std::path::PathBuf;
 
 /// Everything that can stop a memprints command.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {source}")]
+    /// Reading or writing a file failed.
+    #[error("{path}: {cause}")]
     Io {
+        /// The file.
         path: PathBuf,
-        source: std::io::Error,
+        /// What the operating system said. Not an error `source`: it is printed in the message
+        /// already, and a chain printer (`{:#}`) would print it a second time.
+        cause: std::io::Error,
     },
 
+    /// A file is not valid Python.
     #[error("{file}: not valid Python: {message}")]
-    Parse { file: String, message: String },
+    Parse {
+        /// The file, relative to the repository root.
+        file: String,
+        /// The parser's message, with the line.
+        message: String,
+    },
 
+    /// A group's anchor is not where the skill expects it.
     #[error("{file}: in `{function}`: cannot find {anchor}\n{context}")]
     AnchorNotFound {
+        /// The file.
         file: String,
+        /// The function (or `<module>`) searched.
         function: String,
+        /// What was looked for.
         anchor: String,
+        /// Numbered source lines where it was expected.
         context: String,
     },
 
+    /// No PithTrain checkout was found.
     #[error(
         "no PithTrain checkout at or above {start} (looked for a pyproject.toml naming the project `pithtrain`); pass --repo DIR"
     )]
-    RepoNotFound { start: PathBuf },
+    RepoNotFound {
+        /// Where the search started.
+        start: PathBuf,
+    },
 
+    /// The folder is not a PithTrain checkout: a file every checkout has is missing.
+    #[error("{missing}: missing: this does not look like a PithTrain checkout; pass --repo DIR")]
+    NotACheckout {
+        /// The missing file, relative to the root.
+        missing: String,
+    },
+
+    /// The checkout predates the PithTrain API the skill is written for.
+    #[error(
+        "{file}: {what}.\nmemprints instruments PithTrain from the \"Engine and model-layer refactor\" (commit f53f32d, 2026-07-14) on; update the checkout. Nothing was changed."
+    )]
+    OldPithTrain {
+        /// The file that shows it.
+        file: String,
+        /// What is old about it.
+        what: String,
+    },
+
+    /// The model name is not a file in `pithtrain/models/`.
     #[error("unknown model `{model}`: no {file}; models in this tree: {available}")]
     UnknownModel {
+        /// The name given.
         model: String,
+        /// The file it would be.
         file: String,
+        /// The models there are.
         available: String,
     },
 
+    /// A command-line value is not valid.
     #[error("invalid {what} `{input}`: {reason}")]
     InvalidArgument {
+        /// The option.
         what: &'static str,
+        /// The value given.
         input: String,
+        /// Why it is refused.
         reason: String,
     },
 
-    #[error("{file}: {reason}")]
-    Unsupported { file: String, reason: String },
-
+    /// A file that gets code using `torch` does not import it.
     #[error(
-        "{file}: after instrumentation the file would not be stable under ruff format (this is a memprints bug; nothing was written):\n{diff}"
+        "{file}: the module does not `import torch`, which the inserted code needs; add the import and run memprints again"
     )]
-    Unstable { file: String, diff: String },
+    TorchNotImported {
+        /// The file.
+        file: String,
+    },
 
+    /// An anchor function is compiled; a print inside it would break the graph.
+    #[error(
+        "{file}: `{function}` (line {line}) is under @torch.compile; a print inside it would break the graph, so memprints will not instrument it"
+    )]
+    CompiledAnchor {
+        /// The file.
+        file: String,
+        /// The compiled function.
+        function: String,
+        /// Its line.
+        line: usize,
+    },
+
+    /// A function's signature has no place for the parameter memprints adds.
+    #[error(
+        "{file}: `{function}` (line {line}) takes {takes}; memprints cannot add `{parameter}` to it"
+    )]
+    UnsupportedSignature {
+        /// The file.
+        file: String,
+        /// The function.
+        function: String,
+        /// Its line.
+        line: usize,
+        /// What it takes that is in the way, e.g. `*args, keyword-only or **kwargs parameters`.
+        takes: &'static str,
+        /// The parameter memprints adds.
+        parameter: String,
+    },
+
+    /// The model's MoE-vs-dense rule cannot be read or evaluated.
+    #[error("{file}: {reason}; pass --detail-layers LIST to choose the layers yourself")]
+    UnreadableMoeRule {
+        /// The model file.
+        file: String,
+        /// What is in the way.
+        reason: String,
+    },
+
+    /// `update` or `remove` on a tree without instrumentation.
+    #[error("{root}: nothing to update: the tree is not instrumented; run `memprints add`")]
+    NotInstrumented {
+        /// The checkout.
+        root: String,
+    },
+
+    /// The instrumentation is incomplete, so what `add` used cannot be read back.
+    #[error(
+        "{root}: the instrumentation is incomplete: cannot tell {what}; restore the files with git, or re-run `memprints add`"
+    )]
+    IncompleteInstrumentation {
+        /// The checkout.
+        root: String,
+        /// What cannot be told.
+        what: &'static str,
+    },
+
+    /// The user edited inside inserted code, so memprints will not rewrite the file.
+    #[error(
+        "{file}: cannot update: {lines}; take those edits out (or `memprints remove`, which leaves this file) and try again"
+    )]
+    UserEdited {
+        /// The file.
+        file: String,
+        /// Which lines, e.g. `lines 12-14 differ from what memprints inserted`.
+        lines: String,
+    },
+
+    /// The tree is instrumented for another model than the one asked for.
+    #[error(
+        "{file}: the tree is instrumented for `{instrumented}`, not `{requested}`; run `memprints remove` first"
+    )]
+    InstrumentedForOtherModel {
+        /// The instrumented model's file.
+        file: String,
+        /// The instrumented model.
+        instrumented: String,
+        /// The model asked for.
+        requested: String,
+    },
+
+    /// `remove` could not be shown to give back the original bytes, so nothing was written.
     #[error(
         "{file}: memprints could not verify that `remove` restores it byte for byte, so nothing was written:\n{diff}"
     )]
-    NotReversible { file: String, diff: String },
+    NotReversible {
+        /// The file.
+        file: String,
+        /// What `remove` would give, against the original.
+        diff: String,
+    },
 
+    /// A file changed between reading and writing.
     #[error("{file}: changed on disk while memprints was working; nothing was written")]
-    ChangedOnDisk { file: String },
+    ChangedOnDisk {
+        /// The file.
+        file: String,
+    },
 
+    /// Ruff's formatter refused code.
     #[error("{file}: ruff's formatter failed: {message}")]
-    Format { file: String, message: String },
+    Format {
+        /// The file.
+        file: String,
+        /// The formatter's message.
+        message: String,
+    },
 
+    /// A configuration file (pyproject.toml, config.json) cannot be used.
     #[error("{file}: {message}")]
-    Config { file: String, message: String },
+    Config {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
 
+    /// An internal error: memprints planned something it must not (overlapping edits, output
+    /// that ruff would change). Nothing was written.
+    #[error(
+        "{file}: {what} (this is a memprints bug; nothing was written, please report it){details}"
+    )]
+    Bug {
+        /// The file being planned.
+        file: String,
+        /// What went wrong.
+        what: String,
+        /// More lines (a diff), each after a newline; empty for none.
+        details: String,
+    },
+
+    /// The multi-file commit (journal, lock, recovery) failed.
     #[error(transparent)]
     Commit(#[from] crate::write::CommitError),
 }
@@ -73,10 +238,55 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// Wraps an I/O error with the path it happened on.
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            cause,
         }
+    }
+
+    /// An internal error on `file`: `what` went wrong, `details` (e.g. a diff) shows it.
+    pub fn bug(file: impl Into<String>, what: impl Into<String>, details: &str) -> Self {
+        Error::Bug {
+            file: file.into(),
+            what: what.into(),
+            details: if details.is_empty() {
+                String::new()
+            } else {
+                format!("\n{details}")
+            },
+        }
+    }
+
+    /// True for [`Error::Bug`]: memprints' fault, not the input's.
+    pub fn is_bug(&self) -> bool {
+        matches!(self, Error::Bug { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_io_error_prints_its_cause_once_even_through_a_chain_printer() {
+        let err = Error::io(
+            "/tmp/x.py",
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        );
+        let chained = format!("{:#}", anyhow::Error::from(err));
+        assert_eq!(chained.matches("permission denied").count(), 1, "{chained}");
+        assert!(chained.starts_with("/tmp/x.py: "), "{chained}");
+    }
+
+    #[test]
+    fn user_errors_say_what_to_do() {
+        let err = Error::InstrumentedForOtherModel {
+            file: "pithtrain/models/a.py".into(),
+            instrumented: "a".into(),
+            requested: "b".into(),
+        };
+        assert!(err.to_string().contains("run `memprints remove` first"));
+        assert!(!err.is_bug());
     }
 }

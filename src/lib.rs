@@ -1,29 +1,40 @@
 //! memprints: adds the PithTrain memory-prints skill to a checkout exactly, in milliseconds and
 //! reversibly, and reads what the prints say.
 //!
-//! The flow: [`pithtrain`] finds the target and its layout → [`instrument`] plans every group's
-//! edits in memory ([`edit`] applies them, [`template`] renders the Python) → the plan is checked
-//! (parses, ruff-stable, reversible) → [`write`] writes all files atomically. [`remove`] and
-//! [`status`] read instrumentation back out of a tree.
+//! The codemod's flow: [`pithtrain`] finds the checkout and its six [`pithtrain::Target`] files →
+//! [`instrument`] runs every group of [`instrument::GROUPS`] over them in memory, each group
+//! filling its [`template`] and saying where it goes through [`edit`] → [`codemod`] checks the
+//! plan (parses, ruff-stable, `strip` gives the original back) → [`write`](mod@write) writes all files
+//! atomically. `remove` ([`instrument::strip`]) and `status` ([`instrument::status`]) read the
+//! instrumentation back out of a tree by the [`instrument::vocabulary`] of the same templates.
 
+#![warn(missing_docs)]
+
+pub mod codemod;
+#[allow(missing_docs)]
 pub mod compressed;
+#[allow(missing_docs)]
 pub mod diff;
 pub mod edit;
 pub mod error;
+#[allow(missing_docs)]
 pub mod estimate;
 pub mod instrument;
-pub mod ops;
 pub mod params;
 pub mod pithtrain;
 pub mod present;
 pub mod python;
-pub mod remove;
+#[allow(missing_docs)]
 pub mod report;
+#[allow(missing_docs)]
 pub mod ruff;
+#[allow(missing_docs)]
 pub mod sample;
+#[allow(missing_docs)]
 pub mod snapshot;
-pub mod status;
 pub mod template;
+pub mod text;
+#[allow(missing_docs)]
 pub mod write;
 
 pub use error::{Error, Result};

@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use memprints::instrument::Plan;
-use memprints::ops::{self, LayerChoice};
+use memprints::codemod::{self as ops, LayerChoice};
+use memprints::instrument::AddPlan as Plan;
+use memprints::instrument::status::{self, State};
 use memprints::params::{self, Params};
 use memprints::pithtrain::Repo;
 use memprints::pithtrain::placement::{self, Parallel};
 use memprints::ruff::{self, RuffOutcome};
-use memprints::status::{self, State};
 use memprints::write::{self, Replacement};
 
 /// Memory prints for PithTrain, added exactly, taken out to the byte.
@@ -492,7 +492,10 @@ fn remove(args: RemoveArgs) -> anyhow::Result<u8> {
         eprintln!(
             "memprints: left {} as it is: {}",
             file.rel,
-            file.left_alone.as_deref().unwrap_or_default()
+            file.left_alone
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default()
         );
     }
     Ok(if plan.is_partial() { 2 } else { 0 })

@@ -30,6 +30,14 @@ impl Params {
     }
 }
 
+/// The placeholders whose values `status` reads back out of an instrumented tree, each with a
+/// regular expression for the literal [`Params`] renders it as.
+pub const READ_BACK: [(&str, &str); 3] = [
+    ("RANKS", r"\{[0-9, ]*\}"),
+    ("DETAIL_LAYERS", r"\([0-9, ]*\)"),
+    ("SNAPSHOT_DIR", r#"[^"]*"#),
+];
+
 fn join(values: &[u32]) -> String {
     values
         .iter()

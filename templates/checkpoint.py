@@ -1,6 +1,8 @@
 # Group 6: checkpoint-load print in load_checkpoint (pithtrain/tasks/pretrain_lm.py).
-# Placeholders: RANKS; OPTIMIZERS (the iterable of optimizers: `optimizers` in PithTrain, which
-# keeps a tuple; `(optimizer,)` where the code has a single one).
+# RANKS: the set literal of the global ranks that print. OPTIMIZERS: the iterable of optimizers
+# (`optimizers` in PithTrain, which keeps a tuple; `(optimizer,)` where the code has a single one).
+# dtensor_import is added only where the module does not import DTensor already.
+# placeholders: RANKS OPTIMIZERS
 
 # block: after_load
 rank = torch.distributed.get_rank()

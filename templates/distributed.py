@@ -1,7 +1,9 @@
 # Group 2: distributed set-up probes for pithtrain/modules/distributed.py.
-# Placeholders: RANKS; CTX (the distributed context object: `distributed` in PithTrain, `ctx` in the
-# skill's text); SET_DEVICE (the statement that sets the CUDA device, moved here from below
-# init_process_group; dropped when it already comes first).
+# RANKS: the set literal of the global ranks that print. CTX: the distributed context object
+# (`distributed` in PithTrain, `ctx` in the skill's text). SET_DEVICE: the statement that sets the
+# CUDA device, moved here from below init_process_group (empty when it already comes first);
+# moved_set_device is the marker left where it was, so `remove` can put it back.
+# placeholders: RANKS CTX SET_DEVICE
 
 # block: before_init_process_group
 # Probe: isolate CUDA context cost from NCCL communicator init

@@ -1,6 +1,7 @@
 # Group 4: pipeline prints in DualPipeV.step() (pithtrain/dualpipe/dualpipev.py).
-# Placeholders: RANKS. Blocks named step<N>_* go into (or right after) the `for i in range(step_N)`
-# loop; the profiling flag is set once per step() call.
+# RANKS: the set literal of the global ranks that print. Blocks named step<N>_* go into (or right
+# after) the `for i in range(step_N)` loop; the profiling flag is set once per step() call.
+# placeholders: RANKS
 
 # block: before_pipeline
 _profiling = self.memory_profiling and self.rank in RANKS

@@ -1,10 +1,12 @@
 # Group 7: memory snapshot of the first training step in train_step (pithtrain/tasks/pretrain_lm.py).
-# Placeholders: RANKS; STEP (the step counter: `training.step` in PithTrain); SNAPSHOT_DIR;
-# PROFILER_START (the configurable profiler's start step, `cfg.training.memory_profile_start`;
-# `None` where the code has none); STATEMENT (the `model.step(...)` call, kept verbatim).
+# RANKS: the set literal of the global ranks that print. STEP: the step counter (`training.step`
+# in PithTrain). SNAPSHOT_DIR: where the pickles go. PROFILER_START: the configurable profiler's
+# start step (`cfg.training.memory_profile_start`; `None` where the code has none). STATEMENT: the
+# `model.step(...)` call, kept verbatim.
 #
 # The first step this process trains is profiled: step 0, or the first step after a resume.
 # History that the configurable profiler (memory_profile_start) records is left running.
+# placeholders: RANKS STEP PROFILER_START SNAPSHOT_DIR STATEMENT
 
 # block: first_step_state
 # memprints: the first step this process trains (0, or the first after a resume) is profiled.

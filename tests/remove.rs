@@ -72,6 +72,30 @@ fn an_edit_inside_inserted_code_leaves_that_file_and_cleans_the_others() {
 }
 
 #[test]
+fn a_file_whose_removal_cannot_be_verified_is_left_alone_and_the_others_are_cleaned() {
+    let tree = Tree::new();
+    let original = Tree::new();
+    tree.run(&["add", "tiny-moe"]).success();
+    // The user deleted an anchor: re-adding to the stripped file fails, so it cannot be verified.
+    tree.edit(
+        "pithtrain/modules/training.py",
+        "    apply_fsdp(modules, mesh)\n",
+        "",
+    );
+    let edited = tree.read("pithtrain/modules/training.py");
+    let out = tree.run(&["remove"]).code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("left pithtrain/modules/training.py as it is: cannot verify the removal"),
+        "{stderr}"
+    );
+    assert_eq!(tree.read("pithtrain/modules/training.py"), edited);
+    for rel in SIX.iter().filter(|r| !r.ends_with("training.py")) {
+        assert_eq!(tree.read(rel), original.read(rel), "{rel} was not cleaned");
+    }
+}
+
+#[test]
 fn remove_dry_run_writes_nothing() {
     let tree = Tree::new();
     tree.run(&["add", "tiny-moe"]).success();
@@ -118,6 +142,28 @@ fn status_exit_codes_follow_the_state() {
     let out = tree.run(&["status", "--json"]).code(2);
     let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(json["state"], "partial");
+}
+
+#[test]
+fn status_finds_every_marker_block_of_every_group_after_add() {
+    for model in ["tiny-moe", "layered-moe", "fused-moe", "biased-moe"] {
+        let tree = Tree::new();
+        tree.run(&["add", model]).success();
+        let out = tree.run(&["status", "--json"]).code(0);
+        let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        let groups: Vec<&serde_json::Value> = json["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|f| f["groups"].as_array().unwrap())
+            .collect();
+        assert_eq!(groups.len(), 10, "{model}: {json}");
+        for group in groups {
+            assert_eq!(group["state"], "complete", "{model}: {group}");
+            assert!(group["expected"].as_u64().unwrap() > 0, "{model}: {group}");
+            assert_eq!(group["found"], group["expected"], "{model}: {group}");
+        }
+    }
 }
 
 #[test]

@@ -15,10 +15,15 @@ use crate::error::{Error, Result};
 /// The formatter settings of one repository.
 #[derive(Debug, Clone)]
 pub struct FormatSettings {
+    /// `line-length`.
     pub line_width: u16,
+    /// `indent-width`.
     pub indent_width: u8,
+    /// `format.quote-style`.
     pub quote_style: QuoteStyle,
+    /// `format.skip-magic-trailing-comma`, as Ruff's option.
     pub magic_trailing_comma: MagicTrailingComma,
+    /// `target-version`.
     pub target_version: PythonVersion,
 }
 

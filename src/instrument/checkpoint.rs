@@ -2,22 +2,43 @@
 //! of the optimizer state just loaded (summed over every optimizer: PithTrain keeps a tuple of
 //! them) and the allocator's view of memory.
 //!
-//! `DTensor` is imported only when the module does not import it already. Observation only:
-//! reads tensor sizes and memory counters, prints.
+//! ```text
+//! before                                   after
+//! dcp.load(state, checkpoint_id=...)       dcp.load(state, checkpoint_id=...)
+//! training.step = ...                      rank = torch.distributed.get_rank()
+//!                                          if rank in {0}:
+//!                                              ... print(f"[rank={rank}] load_ckpt | ...")
+//!                                          training.step = ...
+//! ```
+//!
+//! `from torch.distributed.tensor import DTensor` is added, in isort's place, only when the
+//! module does not import `DTensor` already. Observation only: reads tensor sizes and memory
+//! counters, prints.
 
 use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::Ranged;
 
-use super::{Placed, anchor};
+use super::group::{Group, Marker, Words};
 use crate::edit::FileEdits;
 use crate::error::Result;
 use crate::params::Params;
-use crate::python::find;
+use crate::pithtrain::Target;
+use crate::python::{anchor, find};
 use crate::template::CHECKPOINT;
 
-/// Plans group 6.
-pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) -> Result<()> {
-    let src = edits.src;
+/// Group 6.
+pub const GROUP: Group = Group {
+    id: "6",
+    target: Target::PretrainLm,
+    summary: "optimizer-state print after dcp.load in load_checkpoint",
+    labels: &["load_ckpt | optimizer state:"],
+    template: CHECKPOINT,
+    markers: &[Marker::once("after_load")],
+    insert,
+};
+
+fn insert(edits: &mut FileEdits, params: &Params) -> Result<Words> {
+    let src = edits.src();
     let def = anchor::function(src, "load_checkpoint")?;
     let load = find::find_deep(&def.body, &|stmt| {
         find::is_simple(stmt)
@@ -45,7 +66,7 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
             def.start().to_usize(),
         ));
     };
-    let block = CHECKPOINT.render(
+    let block = CHECKPOINT.fill(
         "after_load",
         &[
             ("RANKS", &params.ranks_literal()),
@@ -64,16 +85,11 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
             edits.insert_after(anchor_stmt, import)?;
         }
     }
-    placed.push(Placed::with_labels(
-        "6",
-        "optimizer-state print after dcp.load in load_checkpoint",
-        &["load_ckpt | optimizer state:"],
-    ));
-    Ok(())
+    Ok(Words::new())
 }
 
 /// True when a top-level import binds `name`.
-pub fn imports_name(body: &[Stmt], name: &str) -> bool {
+fn imports_name(body: &[Stmt], name: &str) -> bool {
     body.iter().any(|stmt| match stmt {
         Stmt::ImportFrom(import) => import
             .names
@@ -113,4 +129,53 @@ fn dtensor_import_position(body: &[Stmt]) -> Option<(&Stmt, bool)> {
         }
     }
     last_torch.map(|stmt| (stmt, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::instrument::testing;
+
+    const BEFORE: &str = r#"from pathlib import Path
+
+import torch
+import torch.distributed.checkpoint as dcp
+
+
+def load_checkpoint(cfg) -> None:
+    checkpoints = sorted(Path(cfg.save_location).glob("step-*"))
+    optimizers = cfg.optimizers
+    state = {"optim": [o.state_dict() for o in optimizers]}
+    dcp.load(state, checkpoint_id=checkpoints[-1])
+    cfg.step = int(checkpoints[-1].stem.removeprefix("step-"))
+"#;
+
+    #[test]
+    fn group_6_round_trips_a_snippet() {
+        testing::check_group(&super::GROUP, BEFORE, "group_6");
+    }
+
+    #[test]
+    fn group_6_keeps_a_dtensor_import_that_was_there() {
+        let before = BEFORE.replace(
+            "import torch.distributed.checkpoint as dcp\n",
+            "import torch.distributed.checkpoint as dcp\nfrom torch.distributed.tensor import DTensor\n",
+        ) + "\n\ndef local(t):\n    return t.to_local() if isinstance(t, DTensor) else t\n";
+        testing::check_group(&super::GROUP, &before, "group_6_dtensor_imported");
+    }
+
+    /// PithTrain's own `rank = torch.distributed.get_rank()` right after `dcp.load(...)` ends up
+    /// right after the inserted block: it looks like the block's first line, and must stay.
+    #[test]
+    fn group_6_keeps_the_users_own_rank_line_after_the_block() {
+        let before = BEFORE.replace(
+            "    cfg.step = ",
+            "    rank = torch.distributed.get_rank()\n    cfg.step = ",
+        );
+        testing::check_group(&super::GROUP, &before, "group_6_user_rank_line");
+    }
+
+    #[test]
+    fn group_6_blocks_are_recognised() {
+        testing::check_blocks(&super::GROUP);
+    }
 }

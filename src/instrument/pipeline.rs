@@ -8,20 +8,72 @@
 //!   (phase 0) and step 2's first (phase 1) switch on per-layer profiling in `execution.py`.
 //! - 4G: "After Step8" after `assert WeightGradStore.funcs_queue.empty()`.
 //!
-//! Observation only: synchronize + read counters + print between existing calls.
+//! ```text
+//! before                                   after
+//! # Step 1: nF0                            _profiling = self.memory_profiling and self.rank in {0}
+//! step_1 = (pp_size - pp_rank - 1) * 2     if _profiling: ... print(... "Before pipeline: ...")
+//! for i in range(step_1):                  # Step 1: nF0
+//!     self._forward_chunk(0)               step_1 = (pp_size - pp_rank - 1) * 2
+//!                                          for i in range(step_1):
+//!                                              if _profiling and i == 1: ... = True
+//!                                              self._forward_chunk(0)
+//!                                              if _profiling and i == 1: ... = False
+//!                                              if _profiling: ... print(... "Step1 F0 i=...")
+//!                                          if _profiling: ... print(... "After Step1 ...")
+//! ```
+//!
+//! Observation only: synchronize + read counters + print between existing calls; the per-layer
+//! switch is a module flag only group 5A's probes read.
 
 use ruff_text_size::Ranged;
 
-use super::{Placed, anchor};
+use super::group::{Group, Marker, Words};
 use crate::edit::FileEdits;
 use crate::error::Result;
 use crate::params::Params;
-use crate::python::find;
+use crate::pithtrain::Target;
+use crate::python::{anchor, find};
 use crate::template::PIPELINE;
 
-/// Plans group 4.
-pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) -> Result<()> {
-    let src = edits.src;
+/// Group 4.
+pub const GROUP: Group = Group {
+    id: "4",
+    target: Target::DualPipeV,
+    summary: "prints around steps 1-4 and after step 8 in DualPipeV.step",
+    labels: &[
+        "Before pipeline",
+        "Step1 F0 i=",
+        "After Step1",
+        "Step2 i= forward_chunk(0|1)",
+        "After Step2",
+        "Step3 i= before B1/after B1/after W1/after F1",
+        "After Step3",
+        "Step4 i=",
+        "After Step4",
+        "After Step8 (end of pipeline)",
+    ],
+    template: PIPELINE,
+    markers: &[
+        Marker::once("before_pipeline"),
+        Marker::once("step1_iteration"),
+        Marker::once("step1_after"),
+        Marker::once("step2_chunk0"),
+        Marker::once("step2_chunk1"),
+        Marker::once("step2_after"),
+        Marker::once("step3_before_b1"),
+        Marker::once("step3_after_b1"),
+        Marker::once("step3_after_w1"),
+        Marker::once("step3_after_f1"),
+        Marker::once("step3_after"),
+        Marker::once("step4_iteration"),
+        Marker::once("step4_after"),
+        Marker::once("step8_after"),
+    ],
+    insert,
+};
+
+fn insert(edits: &mut FileEdits, params: &Params) -> Result<Words> {
+    let src = edits.src();
     let class = find::class(&src.module.body, "DualPipeV")
         .ok_or_else(|| anchor::missing(src, "<module>", "`class DualPipeV`", 0))?;
     let step = find::method(class, "step")
@@ -29,7 +81,7 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
     let fname = "DualPipeV.step";
     let near = step.start().to_usize();
     let ranks = params.ranks_literal();
-    let block = |name: &str| PIPELINE.render(name, &[("RANKS", &ranks)]);
+    let block = |name: &str| PIPELINE.fill(name, &[("RANKS", &ranks)]);
     let join = |names: &[&str]| {
         names
             .iter()
@@ -40,15 +92,7 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
 
     // 4A.
     let step_1 = anchor::assignment(src, step, "step_1")?;
-    let at = anchor::leading_comments_start(src, step_1.start().to_usize());
-    let blank = usize::from(anchor::blank_line_before(src, at));
-    edits.insert_lines(
-        at,
-        src.indent_at(step_1.start().to_usize()),
-        &block("before_pipeline"),
-        0,
-        blank,
-    )?;
+    edits.insert_paragraph_above_comments(step_1, &block("before_pipeline"))?;
 
     // 4B.
     let loop_1 = anchor::range_loop(src, step, "step_1")?;
@@ -67,22 +111,9 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
     // 4C.
     let loop_2 = anchor::range_loop(src, step, "step_2")?;
     let body = anchor::loop_body(loop_2);
-    let f0 = anchor::nth_call(
-        src,
-        fname,
-        body,
-        "_forward_chunk",
-        0,
-        loop_2.start().to_usize(),
-    )?;
-    let f1 = anchor::nth_call(
-        src,
-        fname,
-        body,
-        "_forward_chunk",
-        1,
-        loop_2.start().to_usize(),
-    )?;
+    let near2 = loop_2.start().to_usize();
+    let f0 = anchor::nth_call(src, fname, body, "_forward_chunk", 0, near2)?;
+    let f1 = anchor::nth_call(src, fname, body, "_forward_chunk", 1, near2)?;
     edits.insert_after(f0, &block("step2_chunk0"))?;
     edits.insert_before(f1, &block("step2_layer_profile_on"), 0)?;
     edits.insert_after(f1, &join(&["step2_layer_profile_off", "step2_chunk1"]))?;
@@ -134,22 +165,56 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
             )
         })?;
     edits.insert_after(drained, &block("step8_after"))?;
+    Ok(Words::new())
+}
 
-    placed.push(Placed::with_labels(
-        "4",
-        "prints around steps 1-4 and after step 8 in DualPipeV.step",
-        &[
-            "Before pipeline",
-            "Step1 F0 i=",
-            "After Step1",
-            "Step2 i= forward_chunk(0|1)",
-            "After Step2",
-            "Step3 i= before B1/after B1/after W1/after F1",
-            "After Step3",
-            "Step4 i=",
-            "After Step4",
-            "After Step8 (end of pipeline)",
-        ],
-    ));
-    Ok(())
+#[cfg(test)]
+mod tests {
+    use crate::instrument::testing;
+
+    const BEFORE: &str = r#"import torch
+
+
+class DualPipeV:
+    def step(self, *inputs, num_chunks: int = 0):
+        pp_rank = self.pp_rank
+        pp_size = self.pp_size
+
+        # Step 1: nF0
+        step_1 = (pp_size - pp_rank - 1) * 2
+        for i in range(step_1):
+            self._forward_chunk(0)
+
+        # Step 2: nF0F1
+        step_2 = pp_rank + 1
+        for i in range(step_2):
+            self._forward_chunk(0, recv=False)
+            self._forward_chunk(1)
+
+        # Step 3: nB1W1F1
+        step_3 = pp_size - pp_rank - 1
+        for i in range(step_3):
+            self._backward_chunk(1, enable_zb=True)
+            self._weight_chunk()
+            self._forward_chunk(1, recv=False)
+
+        # Step 4: nF0B1F1B0
+        step_4 = num_chunks - pp_size * 2 + pp_rank + 1
+        for i in range(step_4):
+            self._forward_backward_chunk(0, 1)
+            self._forward_backward_chunk(1, 0)
+
+        assert WeightGradStore.funcs_queue.empty()
+        return None
+"#;
+
+    #[test]
+    fn group_4_round_trips_a_snippet() {
+        testing::check_group(&super::GROUP, BEFORE, "group_4");
+    }
+
+    #[test]
+    fn group_4_blocks_are_recognised() {
+        testing::check_blocks(&super::GROUP);
+    }
 }

@@ -7,20 +7,52 @@
 //! memory history that the configurable profiler (`memory_profile_start`) started on that step
 //! is neither restarted nor stopped. The one refactor: `model.step(...)` moves, verbatim, into a
 //! `try:` whose handler only dumps and re-raises.
+//!
+//! ```text
+//! before                                   after
+//! def train_step(cfg):                     _mem_first_step: dict[str, int] = {}
+//!     model.train()                        def train_step(cfg):
+//!     loss = model.step(...)                   model.train()
+//!                                              _mem_profile = ...; _mem_snapshot = ...
+//!                                              try:
+//!                                                  loss = model.step(...)
+//!                                              except torch.OutOfMemoryError:
+//!                                                  ... dump the snapshot; raise
+//!                                              if _mem_snapshot: ... dump the snapshot
+//! ```
+//!
+//! Observation only: the allocator history records what happens anyway, and the pickle goes to
+//! `--snapshot-dir`; the step itself runs exactly as before, its error re-raised.
 
 use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::Ranged;
 
-use super::{Placed, anchor};
-use crate::edit::FileEdits;
+use super::group::{Group, Marker, Words};
+use crate::edit::{FileEdits, actions};
 use crate::error::Result;
 use crate::params::Params;
-use crate::python::find;
+use crate::pithtrain::Target;
+use crate::python::{anchor, find};
 use crate::template::SNAPSHOT;
 
-/// Plans group 7.
-pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) -> Result<()> {
-    let src = edits.src;
+/// Group 7.
+pub const GROUP: Group = Group {
+    id: "7",
+    target: Target::PretrainLm,
+    summary: "first-step snapshot around model.step in train_step",
+    labels: &["Memory snapshot saved to <dir>/memory_snapshot_rank<R>_step<S>.pickle"],
+    template: SNAPSHOT,
+    markers: &[
+        Marker::once("first_step_state"),
+        Marker::once("before_step"),
+        Marker::once("wrap_step"),
+        Marker::once("after_step"),
+    ],
+    insert,
+};
+
+fn insert(edits: &mut FileEdits, params: &Params) -> Result<Words> {
+    let src = edits.src();
     let def = anchor::function(src, "train_step")?;
     let near = def.start().to_usize();
     let text = src.slice(def);
@@ -48,30 +80,51 @@ pub fn plan(edits: &mut FileEdits, params: &Params, placed: &mut Vec<Placed>) ->
     let model_step = find::find_deep(&def.body, &on_model("step"))
         .ok_or_else(|| anchor::missing(src, "train_step", "the call `model.step(...)`", near))?;
 
-    let statement = src.statement_text(model_step, None);
+    let ranks = params.ranks_literal();
     let values = [
-        ("RANKS", params.ranks_literal()),
-        ("STEP", step.to_string()),
-        ("PROFILER_START", profiler_start.to_string()),
-        ("SNAPSHOT_DIR", params.snapshot_dir.clone()),
-        ("STATEMENT", statement),
+        ("RANKS", ranks.as_str()),
+        ("STEP", step),
+        ("PROFILER_START", profiler_start),
+        ("SNAPSHOT_DIR", params.snapshot_dir.as_str()),
     ];
-    let refs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    edits.insert_above_comments(def, &SNAPSHOT.fill("first_step_state", &values), 2)?;
+    edits.insert_after(train, &SNAPSHOT.fill("before_step", &values))?;
+    actions::wrap_in_try(edits, model_step, |statement| {
+        let mut with_statement = values.to_vec();
+        with_statement.push(("STATEMENT", statement));
+        SNAPSHOT.fill("wrap_step", &with_statement)
+    })?;
+    edits.insert_after(model_step, &SNAPSHOT.fill("after_step", &values))?;
+    Ok(Words::new())
+}
 
-    let at = anchor::leading_comments_start(src, def.start().to_usize());
-    edits.insert_lines(at, "", &SNAPSHOT.render("first_step_state", &refs), 0, 2)?;
-    edits.insert_after(train, &SNAPSHOT.render("before_step", &refs))?;
-    let wrapped = format!(
-        "{}\n{}",
-        SNAPSHOT.render("wrap_step", &refs),
-        SNAPSHOT.render("after_step", &refs)
-    );
-    edits.replace_lines(model_step, &wrapped)?;
+#[cfg(test)]
+mod tests {
+    use crate::instrument::testing;
 
-    placed.push(Placed::with_labels(
-        "7",
-        "first-step snapshot around model.step in train_step",
-        &["Memory snapshot saved to <dir>/memory_snapshot_rank<R>_step<S>.pickle"],
-    ));
-    Ok(())
+    const BEFORE: &str = r#"import torch
+
+from pithtrain.contexts import training
+
+
+def train_step(cfg) -> None:
+    start = cfg.training.memory_profile_start
+    model = training.model
+    model.train()
+    loss, _ = model.step(
+        cfg.tokens,
+        num_chunks=cfg.num_chunks,
+    )
+    training.step += 1
+"#;
+
+    #[test]
+    fn group_7_round_trips_a_snippet() {
+        testing::check_group(&super::GROUP, BEFORE, "group_7");
+    }
+
+    #[test]
+    fn group_7_blocks_are_recognised() {
+        testing::check_blocks(&super::GROUP);
+    }
 }

@@ -1,9 +1,13 @@
-//! The target: a PithTrain checkout. Knows where its root is, which six files the skill edits,
-//! which models it has, and whether it is new enough (the 5-stage layer API) to instrument.
+//! The target: a PithTrain checkout. Knows where its root is, which six files the skill edits
+//! ([`Target`]), which models it has, and whether it is new enough (the 5-stage layer API) to
+//! instrument.
 
-pub mod models;
+pub mod layout;
 pub mod moe_rule;
 pub mod placement;
+pub mod target;
+
+pub use target::{PerTarget, Target};
 
 use std::path::{Path, PathBuf};
 
@@ -29,7 +33,9 @@ const NOT_MODELS: &[&str] = &["__init__", "interface"];
 
 /// A PithTrain checkout and its formatter settings.
 pub struct Repo {
+    /// The checkout's root folder.
     pub root: PathBuf,
+    /// Its `[tool.ruff]` formatter settings.
     pub settings: FormatSettings,
 }
 
@@ -68,6 +74,20 @@ impl Repo {
         let path = self.root.join(rel);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         PySource::parse(rel, text)
+    }
+
+    /// The six paths an instrumentation of `model` edits.
+    pub fn target_paths(&self, model: &str) -> Result<PerTarget<String>> {
+        let model_rel = self.model_file(model)?;
+        Ok(PerTarget::from_fn(|target| {
+            target.path(&model_rel).to_string()
+        }))
+    }
+
+    /// Reads and parses the six files an instrumentation of `model` edits.
+    pub fn read_targets(&self, model: &str) -> Result<PerTarget<PySource>> {
+        let paths = self.target_paths(model)?;
+        PerTarget::try_from_fn(|target| self.read(&paths[target]))
     }
 
     /// Model names in the tree, as users type them (`qwen3-moe` for `qwen3_moe.py`), sorted.
@@ -111,12 +131,10 @@ impl Repo {
         if find::function(&execution.module.body, "layer_forward").is_some() {
             return Ok(());
         }
-        Err(Error::Unsupported {
+        Err(Error::OldPithTrain {
             file: execution.rel.clone(),
-            reason: "this PithTrain predates the 5-stage layer API: there is no `layer_forward` \
-                     (models use forward_attn / forward_mlp / forward_aggregate).\n\
-                     memprints instruments PithTrain from the \"Engine and model-layer refactor\" \
-                     (commit f53f32d, 2026-07-14) on; update the checkout. Nothing was changed."
+            what: "this PithTrain predates the 5-stage layer API: there is no `layer_forward` \
+                   (models use forward_attn / forward_mlp / forward_aggregate)"
                 .into(),
         })
     }

@@ -14,7 +14,7 @@ use ruff_python_ast::{BoolOp, CmpOp, Expr, Number, Operator, Stmt, StmtFunctionD
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
-use crate::pithtrain::models::ModelLayout;
+use crate::pithtrain::layout::ModelLayout;
 use crate::python::{PySource, find};
 
 /// The rule, the config it was evaluated with, and the result.
@@ -55,16 +55,17 @@ pub fn moe_layers(model: &PySource, config_path: &Path) -> Result<MoeLayers> {
             message: "no integer `num_hidden_layers`".into(),
         })? as u32;
     let layout = ModelLayout::find(model)?;
-    let init = find::method(layout.decoder, "__init__").ok_or_else(|| Error::Unsupported {
-        file: model.rel.clone(),
-        reason: format!(
-            "{} has no __init__ to read the MoE rule from",
-            layout.decoder.name
-        ),
-    })?;
+    let init =
+        find::method(layout.decoder, "__init__").ok_or_else(|| Error::UnreadableMoeRule {
+            file: model.rel.clone(),
+            reason: format!(
+                "{} has no __init__ to read the MoE rule from",
+                layout.decoder.name
+            ),
+        })?;
     let moe_class = layout.experts_owner(model);
     let rule = rule_of(init, moe_class.as_deref());
-    let unsupported = |why: String| Error::Unsupported {
+    let unsupported = |why: String| Error::UnreadableMoeRule {
         file: model.rel.clone(),
         reason: why,
     };

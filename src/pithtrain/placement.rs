@@ -12,9 +12,13 @@ use crate::error::{Error, Result};
 /// Parallel sizes of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parallel {
+    /// Pipeline-parallel size.
     pub pp: u32,
+    /// Expert-parallel size.
     pub ep: u32,
+    /// Context-parallel size.
     pub cp: u32,
+    /// World size (number of GPUs).
     pub world: u32,
 }
 
@@ -88,10 +92,15 @@ pub fn layer_partition(
 /// One model chunk on one pipeline rank.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Chunk {
+    /// The pipeline rank that holds it.
     pub pp_rank: u32,
+    /// 0 for the chunk of the V's down stroke, 1 for its up stroke.
     pub phase: u32,
+    /// Its pipeline stage (0-based, `2 * pp` stages).
     pub stage: u32,
+    /// The decoder layers it holds.
     pub layers: Vec<u32>,
+    /// The global ranks that run it.
     pub global_ranks: Vec<u32>,
     /// Whether the pipeline switches per-layer profiling on for this chunk.
     pub profiled: bool,

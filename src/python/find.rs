@@ -194,19 +194,31 @@ pub fn body_after_docstring(def: &StmtFunctionDef) -> &[Stmt] {
 
 /// True when `expr` mentions the plain name `name` anywhere.
 pub fn mentions_name(expr: &Expr, name: &str) -> bool {
-    struct Finder<'n> {
-        name: &'n str,
-        found: bool,
-    }
-    impl<'a> Visitor<'a> for Finder<'_> {
-        fn visit_expr(&mut self, expr: &'a Expr) {
-            if let Expr::Name(n) = expr {
-                self.found |= n.id.as_str() == self.name;
-            }
-            visitor::walk_expr(self, expr);
+    names_in_expr(expr).contains(&name)
+}
+
+/// Every plain name that `stmt` reads or binds (nested bodies included), in source order.
+pub fn names_in_stmt(stmt: &Stmt) -> Vec<&str> {
+    let mut names = Names::default();
+    names.visit_stmt(stmt);
+    names.0
+}
+
+/// Every plain name in `expr`, in source order.
+pub fn names_in_expr(expr: &Expr) -> Vec<&str> {
+    let mut names = Names::default();
+    names.visit_expr(expr);
+    names.0
+}
+
+#[derive(Default)]
+struct Names<'a>(Vec<&'a str>);
+
+impl<'a> Visitor<'a> for Names<'a> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Name(name) = expr {
+            self.0.push(name.id.as_str());
         }
+        visitor::walk_expr(self, expr);
     }
-    let mut finder = Finder { name, found: false };
-    finder.visit_expr(expr);
-    finder.found
 }

@@ -1,6 +1,7 @@
 //! Python source files as memprints sees them: the text, its parsed module (Ruff's parser), and
 //! the line arithmetic every edit needs. Offsets are byte offsets into the text.
 
+pub mod anchor;
 pub mod find;
 
 use ruff_python_ast::ModModule;
@@ -58,8 +59,7 @@ impl PySource {
     /// The leading whitespace of the line holding `offset`.
     pub fn indent_at(&self, offset: usize) -> &str {
         let start = self.line_start(offset);
-        let line = &self.text[start..self.line_end(offset)];
-        &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
+        crate::text::leading_whitespace(&self.text[start..self.line_end(offset)])
     }
 
     /// Start of the first line and end (past the newline) of the last line of `node`.
@@ -88,7 +88,23 @@ impl PySource {
             &self.text[cut_end..end]
         );
         let indent = self.indent_at(node.range().start().to_usize()).len();
-        crate::template::dedent(text.trim_end_matches(['\n', '\r']), indent).replace('\r', "")
+        crate::text::dedent(text.trim_end_matches(['\n', '\r']), indent).replace('\r', "")
+    }
+
+    /// The whole lines from the one where `first` starts to the one where `last` ends (comments
+    /// between them included), de-indented by `first`'s indentation, in the form
+    /// [`Self::statement_text`] gives.
+    pub fn lines_text(&self, first: &impl Ranged, last: &impl Ranged) -> String {
+        let start = self.full_lines(first).0;
+        let end = self.full_lines(last).1;
+        let indent = self.indent_at(first.range().start().to_usize()).len();
+        crate::text::dedent(self.text[start..end].trim_end_matches(['\n', '\r']), indent)
+            .replace('\r', "")
+    }
+
+    /// The text of the line holding `offset`, without its line end.
+    pub fn line_text(&self, offset: usize) -> &str {
+        self.text[self.line_start(offset)..self.line_end(offset)].trim_end_matches(['\n', '\r'])
     }
 
     /// 1-based line number of `offset`.

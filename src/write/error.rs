@@ -12,6 +12,10 @@ pub enum CommitError {
     )]
     Locked { lock: PathBuf, holder: String },
 
+    /// Two of the replacements name one real file (through a symlink or a hard link).
+    #[error("{file}: is the same file as {other}; nothing was written")]
+    SameFile { file: String, other: String },
+
     #[error(
         "{file} is read-only ({why}); memprints does not replace read-only files: make it writable and run again"
     )]

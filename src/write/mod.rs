@@ -74,10 +74,11 @@ pub fn write_all(lock: &Lock, replacements: &[Replacement], options: &Options) -
     for r in replacements {
         let target = Target::resolve(root, r.rel, options.allow_read_only)?;
         if let Some(same) = targets.iter().find(|t| t.path == target.path) {
-            return Err(Error::Unsupported {
+            return Err(CommitError::SameFile {
                 file: r.rel.to_string(),
-                reason: format!("is the same file as {}; nothing was written", same.rel),
-            });
+                other: same.rel.to_string(),
+            }
+            .into());
         }
         if fsio::read(&target.path)? != r.expected.as_bytes() {
             return Err(Error::ChangedOnDisk {

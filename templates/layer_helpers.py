@@ -1,5 +1,6 @@
-# Group 1B: per-layer helpers for pithtrain/dualpipe/execution.py.
-# Placeholders: RANKS (a set literal of global ranks).
+# Group 1B: per-layer helpers for pithtrain/dualpipe/execution.py, after the module's imports.
+# RANKS: the set literal of the global ranks that print.
+# placeholders: RANKS
 
 # block: module_helpers
 # -- Per-layer activation profiling --

@@ -1,5 +1,7 @@
 # Group 1A: pipeline helpers for pithtrain/dualpipe/dualpipev.py.
-# Placeholders: none.
+# module_helpers goes right before `class DualPipeV`; init_flag after `self.comm_stream = ...` in
+# DualPipeV.__init__ (group 4 prints while it is on; group 7 switches it per step).
+# placeholders: none
 
 # block: module_helpers
 def _mem_gb() -> float:

@@ -1,4 +1,4 @@
-//! Shared anchor look-ups for the groups: each returns the node it was asked for or an
+//! Anchor look-ups shared by the instrumentation groups and the model layout: each returns the node it was asked for or an
 //! [`Error::AnchorNotFound`] that names the file, the function and the anchor, and shows the lines
 //! where it was expected.
 

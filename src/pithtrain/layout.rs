@@ -1,4 +1,5 @@
-//! The shape of a PithTrain model file, found by structure rather than by name, so a model
+//! The layout of a PithTrain model file: which of its classes is the decoder layer, the experts
+//! and the model. Found by structure rather than by name, so a model
 //! written last week with the add-new-model skill is understood like the four that ship:
 //!
 //! - the decoder-layer class is the one with `forward_stage1`, `forward_stage3` and
@@ -11,13 +12,15 @@ use ruff_python_ast::{Expr, Stmt, StmtClassDef, StmtFunctionDef};
 use ruff_text_size::Ranged;
 
 use crate::error::{Error, Result};
-use crate::instrument::anchor;
-use crate::python::{PySource, find};
+use crate::python::{PySource, anchor, find};
 
 /// The three classes of a model file that memprints instruments.
 pub struct ModelLayout<'a> {
+    /// The decoder-layer class (`forward_stage1/3/5`).
     pub decoder: &'a StmtClassDef,
+    /// The experts class, behind `self.mlp.experts`.
     pub experts: &'a StmtClassDef,
+    /// The model class (`forward_prolog` / `forward_epilog`).
     pub model: &'a StmtClassDef,
 }
 
@@ -32,12 +35,9 @@ impl<'a> ModelLayout<'a> {
             .find(|c| has(c, &["forward_stage1", "forward_stage3", "forward_stage5"]))
             .ok_or_else(|| {
                 if find::classes(body).any(|c| find::method(c, "forward_attn").is_some()) {
-                    Error::Unsupported {
+                    Error::OldPithTrain {
                         file: src.rel.clone(),
-                        reason: "this model uses the old stage API (forward_attn / forward_mlp / forward_aggregate); \
-                                 memprints needs PithTrain's 5-stage layer API (commit f53f32d, 2026-07-14, or newer). \
-                                 Nothing was changed."
-                            .into(),
+                        what: "this model uses the old stage API (forward_attn / forward_mlp / forward_aggregate)".into(),
                     }
                 } else {
                     anchor::missing(src, "<module>", "a decoder-layer class with forward_stage1/3/5 methods", 0)
