@@ -43,6 +43,11 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 
+    /// Memory snapshot pickles (or directories of them) to set beside the prints, besides those
+    /// the logs name in their "Memory snapshot saved to" lines.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub snapshots: Vec<PathBuf>,
+
     /// Colour the text report: auto (a terminal and no NO_COLOR), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
@@ -60,6 +65,7 @@ pub enum ColorChoice {
 pub fn execute(args: ReportArgs) -> anyhow::Result<u8> {
     let opts = ReportOptions {
         ranks: args.ranks.clone(),
+        snapshots: args.snapshots.clone(),
     };
     let report = run_report(&args.inputs, &opts)?;
     if report.stats.memory_lines == 0 {

@@ -10,6 +10,7 @@ pub mod doc;
 pub mod html;
 pub mod markdown;
 pub mod text;
+pub mod view;
 
 use std::io::Write as _;
 
