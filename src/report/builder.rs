@@ -274,6 +274,7 @@ impl RunState {
             summary: summary::across_ranks(&ranks),
             memory: Default::default(),
             ranks,
+            estimate: None,
         };
         run.memory = joined::prints_and_steps(&run);
         run

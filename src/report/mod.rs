@@ -7,7 +7,8 @@
 //! runs, [`runs`] telling launches apart, and per rank into the types of [`schema`]; [`saved`]
 //! gives saved tensors their exact bytes) → [`summary`] (peaks, the breakdown at the peak, the
 //! cross-rank imbalance) → [`joined`] (the prints beside PithTrain's step peaks and the memory
-//! snapshots) → [`render`] (text, markdown, JSON, HTML). [`run_report`] is the library entry
+//! snapshots) → [`estimate`] (PithTrain's estimator beside the prints, with `--estimate`) →
+//! [`render`] (text, markdown, JSON, HTML). [`run_report`] is the library entry
 //! point; [`cli`] holds the clap arguments of the subcommand.
 
 pub mod builder;
@@ -15,6 +16,7 @@ pub mod builder;
 // help, which is for the CLI layer to decide.
 #[allow(missing_docs)]
 pub mod cli;
+pub mod estimate;
 pub mod inputs;
 pub mod joined;
 pub mod lines;
@@ -42,6 +44,8 @@ pub struct ReportOptions {
     /// Memory snapshot files or directories to set beside the prints (`--snapshots`), on top
     /// of those the logs name.
     pub snapshots: Vec<PathBuf>,
+    /// Run PithTrain's memory estimator and set it beside the prints (`--estimate`).
+    pub estimate: Option<estimate::EstimateOptions>,
 }
 
 /// Why a report could not be made. Each prints as one line naming the path.
@@ -67,8 +71,9 @@ pub enum ReportError {
 }
 
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
-/// stream cut into runs ([`runs`]), then finds each run's memory snapshots ([`joined`]).
-/// Binary files are skipped with a note, never scanned.
+/// stream cut into runs ([`runs`]), then finds each run's memory snapshots ([`joined`]) and,
+/// when asked, runs PithTrain's estimator beside it ([`estimate`]). Binary files are skipped
+/// with a note, never scanned.
 pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, ReportError> {
     let (files, mut skipped) = inputs::expand_inputs(inputs)?;
     let only =
@@ -96,6 +101,9 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     let mut report = builder.finish(read);
     report.skipped = skipped;
     joined::attach_snapshots(&mut report, &opts.snapshots);
+    if let Some(estimate) = &opts.estimate {
+        estimate::attach(&mut report, estimate);
+    }
     Ok(report)
 }
 

@@ -2,14 +2,16 @@
 //! `schema/report.schema.json`.
 //!
 //! Contract: these are plain data. [`super::builder`] fills them from the log, [`super::summary`]
-//! adds peaks, breakdowns and the cross-rank summary, and [`super::joined`] the one view of a run's
-//! memory; the renderers only read them. Sizes are bytes; a figure nobody measured is `None` (JSON `null`), never 0. Field
+//! adds peaks, breakdowns and the cross-rank summary,, [`super::joined`] the one view of a run's
+//! memory and [`super::estimate`] PithTrain's estimator beside the prints; the renderers only
+//! read them. Sizes are bytes; a figure nobody measured is `None` (JSON `null`), never 0. Field
 //! order is the JSON's key order: a change here is a change of the schema, and bumps
 //! [`SCHEMA_VERSION`] when it is incompatible.
 
 use serde::Serialize;
 use serde::ser::SerializeStruct;
 
+use super::estimate::EstimateSection;
 use super::parse::PipelineKind;
 
 /// Bumped whenever the JSON changes incompatibly (2: one entry per run under `runs`).
@@ -58,6 +60,8 @@ pub struct Run {
     pub memory: MemoryView,
     /// One entry per rank that printed (or the `--rank` selection), by rank.
     pub ranks: Vec<RankReport>,
+    /// PithTrain's memory estimator beside the prints; `None` unless `--estimate` was given.
+    pub estimate: Option<EstimateSection>,
 }
 
 /// The memory prints of one run.

@@ -14,7 +14,7 @@ use crate::present::numbers::{gib, mib, plural, signed_gib};
 use crate::present::table::Table;
 use crate::report::schema::{Breakdown, PipelineEntry, RankReport, Report, Run, SetupPhase};
 
-use super::view;
+use super::{estimate, view};
 
 /// Saved tensors listed by size in a group's `largest` cell.
 const LARGEST_SAVED: usize = 3;
@@ -183,11 +183,13 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
             tone: Tone::Warning,
             text: "No memory prints in this run.".to_owned(),
         });
+        estimate::estimate_section(run, out);
         return;
     }
     out.push(Block::Text(OUTSIDE_MEANS.to_owned()));
     out.push(Block::Charts { run: n });
     view::memory_view(run, out);
+    estimate::estimate_section(run, out);
     across_ranks(run, out);
     for rank in &run.ranks {
         rank_section(rank, out);

@@ -7,6 +7,7 @@
 //! page and its charts) comes from [`crate::present`].
 
 pub mod doc;
+pub mod estimate;
 pub mod html;
 pub mod markdown;
 pub mod text;
