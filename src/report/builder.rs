@@ -123,7 +123,9 @@ impl ReportBuilder {
         }
         let source = self.source;
         let run = self.runs.last_mut().expect("just ensured");
-        run.sources.insert(source);
+        if run.sources.last() != Some(&source) {
+            run.sources.insert(source);
+        }
         run
     }
 
@@ -133,12 +135,18 @@ impl ReportBuilder {
             self.unparsed(print);
             return;
         };
-        let relaunch = self.runs.last().is_some_and(|run| {
-            run.progress
-                .get(&parsed.rank)
-                .is_some_and(|p| p.relaunches(&parsed.event))
-        });
-        if relaunch {
+        // Only setup prints can begin a launch: the others skip the look-up.
+        let may_relaunch = matches!(
+            parsed.event,
+            Event::ProcessGroup { .. } | Event::Setup { .. }
+        );
+        if may_relaunch
+            && self.runs.last().is_some_and(|run| {
+                run.progress
+                    .get(&parsed.rank)
+                    .is_some_and(|p| p.relaunches(&parsed.event))
+            })
+        {
             self.runs.push(RunState::default());
         }
         let wanted = self.wanted(parsed.rank);
@@ -159,20 +167,22 @@ impl ReportBuilder {
     }
 
     fn unparsed(&mut self, print: &[u8]) {
-        let example: String = String::from_utf8_lossy(print)
-            .chars()
-            .take(EXAMPLE_CHARS)
-            .collect();
+        let example = || -> String {
+            String::from_utf8_lossy(print)
+                .chars()
+                .take(EXAMPLE_CHARS)
+                .collect()
+        };
         self.stats.unparsed_memory_lines += 1;
         if self.stats.unparsed_examples.len() < UNPARSED_EXAMPLES {
-            self.stats.unparsed_examples.push(example.clone());
+            self.stats.unparsed_examples.push(example());
         }
         let rank = tag_rank(print).filter(|r| self.wanted(*r));
         let run = self.run();
         run.stats.memory_lines += 1;
         run.stats.unparsed_memory_lines += 1;
         if run.stats.unparsed_examples.len() < UNPARSED_EXAMPLES {
-            run.stats.unparsed_examples.push(example);
+            run.stats.unparsed_examples.push(example());
         }
         if let Some(rank) = rank {
             let state = run.rank(rank);
@@ -385,7 +395,11 @@ impl RankState {
                 // Until its summary line comes (it may never: a cut-off log) the group is the
                 // sum of its tensors.
                 group.count += 1;
-                (group.activations, group.weights) = saved::sums(group);
+                if weight {
+                    group.weights += size;
+                } else {
+                    group.activations += size;
+                }
                 group.bytes_exact &= bytes_exact;
                 group.size_from = if group.bytes_exact {
                     GroupSizeFrom::TensorSum

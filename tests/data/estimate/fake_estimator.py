@@ -56,7 +56,10 @@ def attach_layer_parts(timeline, rank):
     chunk of each phase in the first snapshot where that phase is live."""
     for phase in (0, 1):
         parts = [p for p in rank["layers"] if p["phase"] == phase]
-        live = next((e.snapshot for e in timeline if any(k[0] == phase for k in e.snapshot.activations)), None)
+        live = next(
+            (e.snapshot for e in timeline if any(k[0] == phase for k in e.snapshot.activations)),
+            None,
+        )
         if not parts or live is None:
             continue
         key = min(k for k in live.activations if k[0] == phase)
@@ -76,7 +79,9 @@ def attach_layer_parts(timeline, rank):
 
 def run_estimate(**kwargs):
     rank = kwargs["recorded"]
-    timeline = [SimpleNamespace(name=e["name"], snapshot=snapshot(e, rank)) for e in rank["timeline"]]
+    timeline = [
+        SimpleNamespace(name=e["name"], snapshot=snapshot(e, rank)) for e in rank["timeline"]
+    ]
     attach_layer_parts(timeline, rank)
     return SimpleNamespace(
         timeline=timeline,
@@ -104,8 +109,20 @@ def main():
         sys.exit(1)
     par = rank["parallel"]
     model_type = json.loads(Path(args.model).read_text()).get("model_type")
-    asked = (args.pp_size, args.micro_batch_size, args.global_batch_size, args.sequence_length, model_type)
-    want = (par["pp"], par["micro_batch_size"], par["global_batch_size"], par["sequence_length"], rank["model"]["model_type"])
+    asked = (
+        args.pp_size,
+        args.micro_batch_size,
+        args.global_batch_size,
+        args.sequence_length,
+        model_type,
+    )
+    want = (
+        par["pp"],
+        par["micro_batch_size"],
+        par["global_batch_size"],
+        par["sequence_length"],
+        rank["model"]["model_type"],
+    )
     if asked != want:
         print(f"Error: asked for {asked}, the recording is of {want}", file=sys.stderr)
         sys.exit(1)
