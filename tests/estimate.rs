@@ -344,7 +344,7 @@ fn the_qwen3_tiny_run_against_its_estimate() {
     let non_pt = result
         .components
         .iter()
-        .find(|c| c.label.starts_with("non-PyTorch"))
+        .find(|c| c.label.starts_with("outside PyTorch's allocator"))
         .unwrap();
     assert_eq!(non_pt.pair.estimated_bytes, Some(5_196_910_427));
     assert_eq!(non_pt.pair.measured_bytes, Some(gib("1.28")));
@@ -357,8 +357,8 @@ fn the_qwen3_tiny_run_against_its_estimate() {
     assert!(!result.verdict.within_tolerance);
     assert_eq!(
         result.verdict.line,
-        "pp rank 0: 2 of 26 paired figures off by more than 10% or 128 MiB: non-PyTorch over \
-         by 3.56 GiB (+278%); fragmentation over by 0.48 GiB (+2397%)"
+        "pp rank 0: 2 of 26 paired figures off by more than 10% or 128 MiB: outside PyTorch's \
+         allocator over by 3.56 GiB (+278%); fragmentation over by 0.48 GiB (+2397%)"
     );
     insta::assert_json_snapshot!("qwen3_tiny_pp1_comparison", result);
 }

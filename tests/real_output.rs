@@ -36,7 +36,8 @@ fn report_parses_every_print_of_the_real_logs() {
             Some(tags(log)),
             "{log}"
         );
-        let rank = &report["ranks"][0];
+        assert_eq!(report["runs"].as_array().unwrap().len(), 1, "{log}");
+        let rank = &report["runs"][0]["ranks"][0];
         assert_eq!(
             rank["setup"].as_array().unwrap().len(),
             8,
@@ -60,7 +61,7 @@ fn the_resumed_run_reports_the_checkpoint_load() {
         "--format",
         "json",
     ]);
-    let checkpoint = &report["ranks"][0]["checkpoint"];
+    let checkpoint = &report["runs"][0]["ranks"][0]["checkpoint"];
     assert_eq!(checkpoint["param_entries"], 51);
     assert!(checkpoint["optimizer_state"].as_u64().unwrap() > 0);
 }

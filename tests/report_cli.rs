@@ -48,7 +48,9 @@ fn assert_counts(report: &Value, counts: &LogCounts) {
         report["stats"]["unparsed_memory_lines"], counts.garbage,
         "unparsed_memory_lines"
     );
-    for rank in report["ranks"].as_array().expect("ranks") {
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "a generated log is one run");
+    for rank in runs[0]["ranks"].as_array().expect("ranks") {
         let r = rank["rank"].as_u64().expect("rank") as u32;
         let want = counts.pipeline.get(&r).copied().unwrap_or(0);
         assert_eq!(
@@ -101,11 +103,14 @@ fn counts_match_the_generator_for_every_log_shape() {
             text.matches("[rank=").count() as u64
         );
         assert_eq!(
-            report["oom"].is_null(),
+            report["runs"][0]["oom"].is_null(),
             cfg.oom_rank.is_none(),
             "oom for pp={pp}"
         );
-        assert_eq!(report["ranks"].as_array().unwrap().len(), world as usize);
+        assert_eq!(
+            report["runs"][0]["ranks"].as_array().unwrap().len(),
+            world as usize
+        );
         assert_matches_schema(&report);
     }
 }
@@ -114,8 +119,8 @@ fn counts_match_the_generator_for_every_log_shape() {
 fn the_schema_check_rejects_a_report_that_breaks_the_schema() {
     let mut report = report_json(&["tests/data/report/pp2_plain.log"]);
     report["stats"]["memory_lines"] = Value::from("many");
-    report["ranks"][0]["pipeline"][0]["kind"] = Value::from("step9");
-    report["ranks"][0]["surprise"] = Value::from(1);
+    report["runs"][0]["ranks"][0]["pipeline"][0]["kind"] = Value::from("step9");
+    report["runs"][0]["ranks"][0]["surprise"] = Value::from(1);
     let errors = support::schema::validate(&schema(), &report);
     assert_eq!(errors.len(), 3, "{errors:#?}");
 }
@@ -191,10 +196,11 @@ fn an_oom_run_is_reported_as_cut_off_with_each_rank_last_point() {
     );
     assert!(text.contains("Last memory point per rank"));
     let report = report_json(&["tests/data/report/oom_torchrun.log"]);
-    let rank1 = &report["ranks"][1];
+    let run = &report["runs"][0];
+    let rank1 = &run["ranks"][1];
     assert_eq!(rank1["last_point"]["label"], "Step3 i=0 before B1");
     assert_eq!(rank1["snapshots"][0]["after_oom"], true);
-    assert_eq!(report["oom"]["ranks"], serde_json::json!([1]));
+    assert_eq!(run["oom"]["ranks"], serde_json::json!([1]));
 }
 
 #[test]
@@ -209,17 +215,25 @@ fn gzip_and_zstd_logs_give_the_same_report_as_plain_ones() {
         "node0.log.zst",
         &zstd::encode_all(&plain[..], 3).unwrap(),
     );
-    let mut want = report_json(&["tests/data/report/pp4_srun_ansi_crlf.log"]);
-    want["inputs"] = Value::Null;
+    let without_paths = |mut report: Value| {
+        report["inputs"] = Value::Null;
+        let run = &mut report["runs"][0];
+        run["name"] = Value::Null;
+        run["sources"] = Value::Null;
+        for s in run["memory"]["snapshots"].as_array_mut().unwrap() {
+            s["error"] = Value::Null;
+        }
+        report
+    };
+    let want = without_paths(report_json(&["tests/data/report/pp4_srun_ansi_crlf.log"]));
     for path in [gz, zst] {
-        let mut got = report_json(&[&path]);
-        got["inputs"] = Value::Null;
+        let got = without_paths(report_json(&[&path]));
         assert_eq!(got, want, "{path}");
     }
 }
 
 #[test]
-fn a_directory_of_node_logs_is_read_as_one_run() {
+fn a_directory_of_node_logs_is_one_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = LogConfig {
         world: 4,
@@ -239,7 +253,9 @@ fn a_directory_of_node_logs_is_read_as_one_run() {
         .unwrap();
     }
     let report = report_json(&[dir.path().to_str().unwrap()]);
-    let ranks: Vec<u64> = report["ranks"]
+    assert_eq!(report["runs"].as_array().unwrap().len(), 1);
+    let run = &report["runs"][0];
+    let ranks: Vec<u64> = run["ranks"]
         .as_array()
         .unwrap()
         .iter()
@@ -247,7 +263,9 @@ fn a_directory_of_node_logs_is_read_as_one_run() {
         .collect();
     assert_eq!(ranks, [0, 1, 2, 3]);
     assert_eq!(report["inputs"].as_array().unwrap().len(), 2);
-    assert_eq!(report["summary"]["stages"].as_array().unwrap().len(), 2);
+    assert_eq!(run["sources"], report["inputs"]);
+    assert_eq!(run["summary"]["stages"].as_array().unwrap().len(), 2);
+    assert_matches_schema(&report);
 }
 
 #[test]
@@ -259,7 +277,7 @@ fn the_rank_filter_keeps_only_the_asked_ranks() {
         "--rank",
         "3",
     ]);
-    let ranks: Vec<u64> = report["ranks"]
+    let ranks: Vec<u64> = report["runs"][0]["ranks"]
         .as_array()
         .unwrap()
         .iter()

@@ -14,7 +14,7 @@
 //!   of both stages plus FSDP shards), each stage's parameters and the FSDP shards (estimated
 //!   only), optimizer state (measured when a checkpoint load printed it), dynamic memory at the
 //!   peak (measured: peak minus `Before pipeline`), autograd saved tensors per measured layer
-//!   stage, non-PyTorch (measured `non-pt=` at the measured peak) and fragmentation (measured
+//!   stage, memory outside PyTorch's allocator (measured `non-pt=` at the measured peak) and fragmentation (measured
 //!   `cached=` at the measured peak).
 //! - **peak**: the estimator's peak event and figure (the overlap's high-water mark) against the
 //!   highest pipeline print.
@@ -441,7 +441,7 @@ fn component_rows(
     }
     rows.push(row(
         Component::NonPytorch,
-        "non-PyTorch (measured at the peak print)".to_owned(),
+        "outside PyTorch's allocator (measured: non-pt= at the peak print)".to_owned(),
         Some(estimate.non_pytorch),
         peak.map(|p| p.non_pytorch),
     ));

@@ -14,8 +14,8 @@
 //! holds `DistributedCfg(` or `TrainingCfg(`; each field it cannot find stays `None`. The world
 //! size is not on that line (PithTrain infers data parallelism from it), so without `--world`
 //! [`RunSettings::resolve`] assumes no data parallelism (`world = pp × ep × cp`) and says so in
-//! [`RunSettings::notes`]. A relative model path is taken from the PithTrain tree's root, where
-//! PithTrain's launch scripts run.
+//! [`RunSettings::notes`]. A relative model path in the log is taken from the PithTrain tree's
+//! root, where PithTrain's launch scripts run; a relative `--config` from the current directory.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -120,7 +120,7 @@ pub struct Overrides {
 }
 
 /// Everything the estimator is run with.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RunSettings {
     /// The model's config.json, checked to exist.
     pub model_config: PathBuf,
@@ -191,9 +191,14 @@ impl RunSettings {
                 flags: join(missing.iter().map(|(_, flag)| *flag)),
             });
         }
+        // The estimator runs in the tree: a `--config` relative to where memprints runs is made
+        // absolute first.
         let model_config = match model.expect("checked above") {
             ModelRef::HubId(id) => return Err(EstimateError::HubModel { id }),
-            ModelRef::Path(path) if overrides.config.is_some() || path.is_absolute() => path,
+            ModelRef::Path(path) if path.is_absolute() => path,
+            ModelRef::Path(path) if overrides.config.is_some() => {
+                std::path::absolute(&path).unwrap_or(path)
+            }
             ModelRef::Path(path) => tree.join(path),
         };
         if !model_config.is_file() {

@@ -47,20 +47,30 @@ fn tick_step(max: f64) -> f64 {
         .unwrap_or(10.0 * mag)
 }
 
+/// The ticks from 0 to `top` (a multiple of `step`), each with its label: every value is
+/// `k × step` (not a running sum, whose float error printed as `0.15000000000000002`), labelled
+/// with as many decimals as the step has.
+fn ticks(top: f64, step: f64) -> impl Iterator<Item = (f64, String)> {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    let count = (top / step).round() as u64;
+    (0..=count).map(move |k| {
+        let v = k as f64 * step;
+        (v, format!("{v:.decimals$}"))
+    })
+}
+
 fn y_axis(svg: &mut String, max: f64, plot_h: f64, plot_w: f64, label: &str) -> f64 {
     let step = tick_step(max);
     let top = (max / step).ceil().max(1.0) * step;
-    let mut v = 0.0;
-    while v <= top + step / 2.0 {
+    for (v, text) in ticks(top, step) {
         let y = TOP + plot_h - v / top * plot_h;
         let _ = write!(
             svg,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" font-size="11">{v}</text>"##,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" font-size="11">{text}</text>"##,
             LEFT + plot_w,
             LEFT - 6.0,
             y + 4.0
         );
-        v += step;
     }
     let _ = write!(
         svg,
@@ -181,16 +191,14 @@ pub fn stacked_bars(id: &str, rows: &[(String, Vec<f64>)], parts: &[&str], unit:
         lx += 24.0 + part.chars().count() as f64 * 6.2;
     }
     let base = TOP + legend_h;
-    let mut v = 0.0;
-    while v <= top + step / 2.0 {
+    for (v, text) in ticks(top, step) {
         let x = LEFT + v / top * plot_w;
         let _ = write!(
             svg,
-            r##"<line x1="{x:.1}" y1="{base:.1}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" font-size="11">{v}</text>"##,
+            r##"<line x1="{x:.1}" y1="{base:.1}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" font-size="11">{text}</text>"##,
             base + plot_h,
             base + plot_h + 14.0
         );
-        v += step;
     }
     let _ = write!(
         svg,
@@ -332,6 +340,28 @@ mod tests {
         assert_eq!(tick_step(9.0), 2.0);
         assert_eq!(tick_step(0.3), 0.1);
         assert_eq!(tick_step(0.0), 1.0);
+    }
+
+    #[test]
+    fn tick_labels_have_the_steps_decimals_and_no_float_noise() {
+        let labels: Vec<String> = ticks(0.3, tick_step(0.21)).map(|(_, t)| t).collect();
+        assert_eq!(
+            labels,
+            ["0.00", "0.05", "0.10", "0.15", "0.20", "0.25", "0.30"]
+        );
+        let labels: Vec<String> = ticks(60.0, 20.0).map(|(_, t)| t).collect();
+        assert_eq!(labels, ["0", "20", "40", "60"]);
+        let svg = line_chart(
+            "c",
+            &[Series {
+                name: "rank 0".to_owned(),
+                values: vec![0.02, 0.17, 0.21],
+            }],
+            "x",
+            "GiB",
+        );
+        assert!(svg.contains(">0.15</text>"), "{svg}");
+        assert!(!svg.contains("00000"), "{svg}");
     }
 
     #[test]

@@ -17,13 +17,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::lines::{self, Needles};
 use super::parse::{Detail, Event, PipelinePoint, parse_print, tag_rank};
+use super::runs::{self, RankProgress};
+use super::saved;
 use super::schema::{
-    Checkpoint, ExpertProbe, LastPoint, LayerProbe, Oom, PipelineEntry, PointSource, RankReport,
-    Report, SCHEMA_VERSION, SavedGroup, SavedTensor, SetupEntry, SetupPhase, SnapshotFile, Stats,
-    Training,
+    Checkpoint, ExpertProbe, GroupSizeFrom, LastPoint, LayerProbe, Oom, PipelineEntry, PointSource,
+    RankReport, Report, Run, RunStats, SCHEMA_VERSION, SavedGroup, SavedTensor, SetupEntry,
+    SetupPhase, SizeFrom, SnapshotFile, Stats, Training,
 };
 use super::step_and_oom::{parse_oom_line, parse_step_line};
-use super::summary;
+use super::{joined, summary};
 
 /// Unparsed prints kept as examples in [`Stats::unparsed_examples`].
 const UNPARSED_EXAMPLES: usize = 5;
@@ -40,16 +42,31 @@ struct RankState {
     last_setup_alloc: Option<i64>,
     /// Index of the saved-tensor group still waiting for its summary line.
     open_saved: Option<usize>,
+    /// The input the rank's prints are being read from.
+    source: usize,
+}
+
+/// One run while it is being folded.
+#[derive(Default)]
+struct RunState {
+    ranks: BTreeMap<u32, RankState>,
+    /// What every rank (wanted or not) printed so far, to see a relaunch.
+    progress: BTreeMap<u32, RankProgress>,
+    stats: RunStats,
+    training: Option<Training>,
+    oom: Option<Oom>,
+    oom_ranks: BTreeSet<u32>,
+    sources: BTreeSet<usize>,
 }
 
 /// Builds a [`Report`] from lines fed in file order.
 pub struct ReportBuilder {
-    ranks: BTreeMap<u32, RankState>,
+    /// Finished runs, then the current one.
+    runs: Vec<RunState>,
     only: Option<BTreeSet<u32>>,
     stats: Stats,
-    training: Option<Training>,
-    oom: Option<Oom>,
-    oom_ranks: BTreeSet<u32>,
+    /// The input being read (see [`Self::begin_source`]).
+    source: usize,
     scratch: Vec<u8>,
 }
 
@@ -57,14 +74,18 @@ impl ReportBuilder {
     /// `only`: keep these ranks (all when `None`); the stats still count every rank.
     pub fn new(only: Option<BTreeSet<u32>>) -> Self {
         ReportBuilder {
-            ranks: BTreeMap::new(),
+            runs: Vec::new(),
             only,
             stats: Stats::default(),
-            training: None,
-            oom: None,
-            oom_ranks: BTreeSet::new(),
+            source: 0,
             scratch: Vec::new(),
         }
+    }
+
+    /// Says that the lines fed from now on come from input `index` (of the names given to
+    /// [`Self::finish`]); inputs are fed in order.
+    pub fn begin_source(&mut self, index: usize) {
+        self.source = index;
     }
 
     /// Adds lines that were read but not passed to [`Self::line`].
@@ -95,35 +116,143 @@ impl ReportBuilder {
         self.scratch = scratch;
     }
 
+    /// The current run, begun on the first line fed.
+    fn run(&mut self) -> &mut RunState {
+        if self.runs.is_empty() {
+            self.runs.push(RunState::default());
+        }
+        let source = self.source;
+        let run = self.runs.last_mut().expect("just ensured");
+        if run.sources.last() != Some(&source) {
+            run.sources.insert(source);
+        }
+        run
+    }
+
     fn print(&mut self, print: &[u8]) {
         self.stats.memory_lines += 1;
         let Some(parsed) = parse_print(print) else {
-            self.stats.unparsed_memory_lines += 1;
-            if self.stats.unparsed_examples.len() < UNPARSED_EXAMPLES {
-                let text = String::from_utf8_lossy(print);
-                self.stats
-                    .unparsed_examples
-                    .push(text.chars().take(EXAMPLE_CHARS).collect());
-            }
-            if let Some(rank) = tag_rank(print).filter(|r| self.wanted(*r)) {
-                let state = self.rank(rank);
-                state.report.memory_lines += 1;
-                state.report.unparsed_memory_lines += 1;
-            }
+            self.unparsed(print);
             return;
         };
-        if !self.wanted(parsed.rank) {
+        // Only setup prints can begin a launch: the others skip the look-up.
+        let may_relaunch = matches!(
+            parsed.event,
+            Event::ProcessGroup { .. } | Event::Setup { .. }
+        );
+        if may_relaunch
+            && self.runs.last().is_some_and(|run| {
+                run.progress
+                    .get(&parsed.rank)
+                    .is_some_and(|p| p.relaunches(&parsed.event))
+            })
+        {
+            self.runs.push(RunState::default());
+        }
+        let wanted = self.wanted(parsed.rank);
+        let source = self.source;
+        let run = self.run();
+        run.stats.memory_lines += 1;
+        run.progress
+            .entry(parsed.rank)
+            .or_default()
+            .record(&parsed.event);
+        if !wanted {
             return;
         }
-        let state = self.rank(parsed.rank);
+        let state = run.rank(parsed.rank);
+        state.source = source;
         state.report.memory_lines += 1;
         state.event(parsed.event);
+    }
+
+    fn unparsed(&mut self, print: &[u8]) {
+        let example = || -> String {
+            String::from_utf8_lossy(print)
+                .chars()
+                .take(EXAMPLE_CHARS)
+                .collect()
+        };
+        self.stats.unparsed_memory_lines += 1;
+        if self.stats.unparsed_examples.len() < UNPARSED_EXAMPLES {
+            self.stats.unparsed_examples.push(example());
+        }
+        let rank = tag_rank(print).filter(|r| self.wanted(*r));
+        let run = self.run();
+        run.stats.memory_lines += 1;
+        run.stats.unparsed_memory_lines += 1;
+        if run.stats.unparsed_examples.len() < UNPARSED_EXAMPLES {
+            run.stats.unparsed_examples.push(example());
+        }
+        if let Some(rank) = rank {
+            let state = run.rank(rank);
+            state.report.memory_lines += 1;
+            state.report.unparsed_memory_lines += 1;
+        }
     }
 
     fn wanted(&self, rank: u32) -> bool {
         self.only.as_ref().is_none_or(|o| o.contains(&rank))
     }
 
+    fn untagged(&mut self, line: &str) {
+        if line.contains("| step ")
+            && let Some(step) = parse_step_line(line)
+        {
+            let t = self.run().training.get_or_insert(Training {
+                steps_logged: 0,
+                first_step: step.step,
+                last_step: step.step,
+                max_steps: step.max_steps,
+                first_step_time_s: step.step_time_s,
+                first_step_peak_gpu_memory: step.peak_gpu_memory,
+                peak_gpu_memory: None,
+                peak_step: None,
+            });
+            t.steps_logged += 1;
+            t.last_step = step.step;
+            t.max_steps = step.max_steps.or(t.max_steps);
+            if step.peak_gpu_memory > t.peak_gpu_memory {
+                t.peak_gpu_memory = step.peak_gpu_memory;
+                t.peak_step = Some(step.step);
+            }
+        }
+        if let Some(oom) = parse_oom_line(line) {
+            let run = self.run();
+            let entry = run.oom.get_or_insert_with(|| Oom {
+                lines: 0,
+                ranks: Vec::new(),
+                tried_to_allocate: oom.tried_to_allocate,
+                message: oom.message.chars().take(EXAMPLE_CHARS).collect(),
+            });
+            entry.lines += 1;
+            run.oom_ranks.extend(oom.rank);
+        }
+    }
+
+    /// The report of everything fed so far: per run, peaks, breakdowns, the cross-rank summary
+    /// and the prints' side of the memory view (the snapshots are [`joined::attach_snapshots`]'s
+    /// job); `inputs` names the inputs by index.
+    pub fn finish(self, inputs: Vec<String>) -> Report {
+        let sources: Vec<BTreeSet<usize>> = self.runs.iter().map(|r| r.sources.clone()).collect();
+        let names = runs::names(&sources, &inputs);
+        let runs = self
+            .runs
+            .into_iter()
+            .zip(names)
+            .map(|(state, name)| state.finish(name, &inputs))
+            .collect();
+        Report {
+            schema_version: SCHEMA_VERSION,
+            inputs,
+            skipped: Vec::new(),
+            stats: self.stats,
+            runs,
+        }
+    }
+}
+
+impl RunState {
     fn rank(&mut self, rank: u32) -> &mut RankState {
         self.ranks.entry(rank).or_insert_with(|| RankState {
             report: RankReport {
@@ -134,60 +263,31 @@ impl ReportBuilder {
         })
     }
 
-    fn untagged(&mut self, line: &str) {
-        if line.contains("| step ")
-            && let Some(step) = parse_step_line(line)
-        {
-            {
-                let t = self.training.get_or_insert(Training {
-                    steps_logged: 0,
-                    first_step: step.step,
-                    last_step: step.step,
-                    max_steps: step.max_steps,
-                    first_step_time_s: step.step_time_s,
-                    first_step_peak_gpu_memory: step.peak_gpu_memory,
-                    peak_gpu_memory: None,
-                });
-                t.steps_logged += 1;
-                t.last_step = step.step;
-                t.max_steps = step.max_steps.or(t.max_steps);
-                t.peak_gpu_memory = t.peak_gpu_memory.max(step.peak_gpu_memory);
-            }
-        }
-        if let Some(oom) = parse_oom_line(line) {
-            let entry = self.oom.get_or_insert_with(|| Oom {
-                lines: 0,
-                ranks: Vec::new(),
-                tried_to_allocate: oom.tried_to_allocate,
-                message: oom.message.chars().take(EXAMPLE_CHARS).collect(),
-            });
-            entry.lines += 1;
-            self.oom_ranks.extend(oom.rank);
-        }
-    }
-
-    /// The report of everything fed so far, with peaks, breakdowns and the cross-rank summary;
-    /// `inputs` names the files read.
-    pub fn finish(self, inputs: Vec<String>) -> Report {
+    fn finish(self, name: String, inputs: &[String]) -> Run {
         let mut ranks: Vec<RankReport> = self.ranks.into_values().map(|s| s.report).collect();
         for rank in &mut ranks {
             name_last_pipeline_point(rank);
             rank.peak = summary::peak(&rank.pipeline);
             rank.breakdown = summary::breakdown(rank);
+            rank.non_pytorch_growth = summary::non_pytorch_growth(&rank.pipeline);
         }
         let oom = self.oom.map(|mut o| {
             o.ranks = self.oom_ranks.into_iter().collect();
             o
         });
-        Report {
-            schema_version: SCHEMA_VERSION,
-            inputs,
+        let mut run = Run {
+            name,
+            sources: self.sources.iter().map(|&s| inputs[s].clone()).collect(),
             stats: self.stats,
             training: self.training,
             oom,
             summary: summary::across_ranks(&ranks),
+            memory: Default::default(),
             ranks,
-        }
+            estimate: None,
+        };
+        run.memory = joined::prints_and_steps(&run);
+        run
     }
 }
 
@@ -264,6 +364,8 @@ impl RankState {
                     weights: 0,
                     count: 0,
                     complete: false,
+                    size_from: GroupSizeFrom::RoundedMb,
+                    bytes_exact: true,
                     tensors: Vec::new(),
                 });
                 self.open_saved = Some(r.saved_tensors.len() - 1);
@@ -273,42 +375,54 @@ impl RankState {
                 shape,
                 dtype,
                 size,
+                exact,
             } => {
                 let Some(group) = self.open_saved.map(|g| &mut r.saved_tensors[g]) else {
                     r.unparsed_memory_lines += 1;
                     return;
                 };
-                let dtype = dtype.strip_prefix("torch.").unwrap_or(dtype).to_owned();
+                let shape = parse_shape(shape);
+                let (size, size_from) = saved::tensor_size(size, exact, shape.as_deref(), dtype);
+                let bytes_exact = size_from != SizeFrom::RoundedMb;
                 group.tensors.push(SavedTensor {
                     weight,
-                    shape: parse_shape(shape),
-                    dtype,
+                    shape,
+                    dtype: dtype.strip_prefix("torch.").unwrap_or(dtype).to_owned(),
                     size,
+                    size_from,
+                    bytes_exact,
                 });
+                // Until its summary line comes (it may never: a cut-off log) the group is the
+                // sum of its tensors.
                 group.count += 1;
                 if weight {
                     group.weights += size;
                 } else {
                     group.activations += size;
                 }
+                group.bytes_exact &= bytes_exact;
+                group.size_from = if group.bytes_exact {
+                    GroupSizeFrom::TensorSum
+                } else {
+                    GroupSizeFrom::RoundedMb
+                };
             }
             Event::SavedSummary {
                 activations,
                 weights,
                 count,
+                exact,
             } => {
                 let Some(group) = self.open_saved.take().map(|g| &mut r.saved_tensors[g]) else {
                     r.unparsed_memory_lines += 1;
                     return;
                 };
-                group.activations = activations;
-                group.weights = weights;
-                group.count = count;
-                group.complete = true;
+                saved::group_size(group, activations, weights, count, exact);
             }
             Event::Snapshot { path } => r.snapshots.push(SnapshotFile {
                 path: path.to_owned(),
                 after_oom: !path.contains("_step"),
+                source: self.source,
             }),
         }
     }
@@ -452,13 +566,20 @@ mod tests {
 
     const G: i64 = 1 << 30;
 
-    fn build(text: &str) -> Report {
+    fn build_all(text: &str) -> Report {
         let mut b = ReportBuilder::new(None);
         for line in text.split('\n') {
             b.count_lines(1);
             b.line(line.as_bytes());
         }
-        b.finish(vec![])
+        b.finish(vec!["t.log".to_owned()])
+    }
+
+    /// The one run of `text`.
+    fn build(text: &str) -> Run {
+        let mut report = build_all(text);
+        assert_eq!(report.runs.len(), 1, "one run");
+        report.runs.remove(0)
     }
 
     fn pipe(rank: u32, pp: u32, label: &str, gib: &str) -> String {
@@ -615,9 +736,84 @@ mod tests {
         let mut b = ReportBuilder::new(Some([1].into()));
         b.line(pipe(0, 0, "Before pipeline", "1.00").as_bytes());
         b.line(pipe(1, 0, "Before pipeline", "1.00").as_bytes());
-        let r = b.finish(vec![]);
+        let r = b.finish(vec!["t.log".to_owned()]);
         assert_eq!(r.stats.memory_lines, 2);
-        assert_eq!(r.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [1]);
+        assert_eq!(r.runs[0].stats.memory_lines, 2);
+        assert_eq!(
+            r.runs[0].ranks.iter().map(|r| r.rank).collect::<Vec<_>>(),
+            [1]
+        );
+    }
+
+    fn launch(rank: u32) -> Vec<String> {
+        vec![
+            format!(
+                "[rank={rank}] init_process_group | cuda_ctx=0.52 after_nccl_world=1.10 nccl_world_cost=0.58"
+            ),
+            format!(
+                "[rank={rank}] setup_model | before model creation: alloc=0.00 cached=0.00 non-pt=1.40"
+            ),
+            pipe(rank, 0, "Before pipeline", "1.00"),
+            pipe(rank, 0, "After Step8 (end of pipeline)", "1.00"),
+        ]
+    }
+
+    #[test]
+    fn a_rank_that_sets_up_again_starts_a_new_run_and_sources_follow() {
+        let mut b = ReportBuilder::new(None);
+        let feed = |b: &mut ReportBuilder, lines: Vec<String>| {
+            for l in lines {
+                b.line(l.as_bytes());
+            }
+        };
+        b.begin_source(0);
+        feed(&mut b, launch(0));
+        feed(&mut b, launch(1));
+        b.line(b"t | INFO | step 00000001/00000002 | peak-gpu-memory 1.50 GB");
+        // A restart appended to the same log: rank 0 launches again.
+        feed(&mut b, launch(0));
+        b.begin_source(1);
+        // The next file goes on with rank 1 of the restarted run.
+        feed(&mut b, launch(1));
+        // Profiling a second step repeats `Before pipeline` without setup: the same run.
+        b.line(pipe(1, 0, "Before pipeline", "1.00").as_bytes());
+        let r = b.finish(vec!["a.log".to_owned(), "b.log".to_owned()]);
+        let runs: Vec<_> = r
+            .runs
+            .iter()
+            .map(|run| {
+                (
+                    run.name.as_str(),
+                    run.sources.len(),
+                    run.ranks.len(),
+                    run.training.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                ("a.log, launch 1", 1, 2, true),
+                ("a.log + b.log, launch 2", 2, 2, false)
+            ]
+        );
+        assert_eq!(r.runs[1].ranks[1].pipeline.len(), 3);
+        assert_eq!(r.stats.memory_lines, 17);
+        assert_eq!(
+            r.runs.iter().map(|run| run.stats.memory_lines).sum::<u64>(),
+            17
+        );
+    }
+
+    #[test]
+    fn the_step_peak_names_its_first_step() {
+        let r = build(
+            "t | INFO | step 00000001/00000003 | peak-gpu-memory 0.18 GB\n\
+             t | INFO | step 00000002/00000003 | peak-gpu-memory 0.21 GB\n\
+             t | INFO | step 00000003/00000003 | peak-gpu-memory 0.21 GB",
+        );
+        let t = r.training.unwrap();
+        assert_eq!((t.peak_step, t.first_step), (Some(2), 1));
     }
 
     #[test]

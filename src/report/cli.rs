@@ -2,15 +2,20 @@
 //!
 //! Contract: [`execute`] reads the logs, renders the report and writes it to `--out` or
 //! stdout. It returns exit code 0 on success (also when the logs hold no memory prints, which
-//! it notes on stderr); unreadable inputs and unwritable outputs come back as errors.
+//! it notes on stderr, and when `--estimate` could not run the estimator, which the report
+//! notes); unreadable inputs and unwritable outputs come back as errors.
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 
+use super::estimate::EstimateOptions;
 use super::render::{Format, render, write_json};
 use super::{ReportOptions, run_report};
+use crate::estimate::{Overrides, Tolerance};
 
 /// Read the logs of an instrumented run and report where the GPU memory went.
 #[derive(Debug, Clone, clap::Args)]
@@ -24,7 +29,8 @@ use super::{ReportOptions, run_report};
                   prefixes, ANSI colours or CRLF, and be gzip- or zstd-compressed.",
     after_help = "Examples:\n  memprints report logging/pretrain_lm/qwen3-30b-a3b_node0.log\n  \
                   memprints report logging/pretrain_lm/ --rank 0 --rank 8\n  \
-                  memprints report run.log.zst --format html --out report.html"
+                  memprints report run.log.zst --format html --out report.html\n  \
+                  memprints report run.log --estimate --repo ~/pith-train --world 64"
 )]
 pub struct ReportArgs {
     /// Log files, or directories whose files are all read (gzip and zstd are detected).
@@ -43,9 +49,114 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 
+    /// Memory snapshot pickles (or directories of them) to set beside the prints, besides those
+    /// the logs name in their "Memory snapshot saved to" lines.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub snapshots: Vec<PathBuf>,
+
     /// Colour the text report: auto (a terminal and no NO_COLOR), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+
+    /// Run PithTrain's memory estimator (tools/memory_estimator, no torch) for each profiled pp
+    /// rank and set it beside the prints, event by event and component by component.
+    #[arg(long)]
+    pub estimate: bool,
+
+    /// The PithTrain checkout whose estimator runs (default: the checkout at or above the
+    /// current directory, else the tree the log's paths name).
+    #[arg(long, value_name = "DIR", requires = "estimate")]
+    pub repo: Option<PathBuf>,
+
+    /// The model's config.json (default: the log's `model=` setting, relative to the tree).
+    #[arg(long, value_name = "PATH", requires = "estimate")]
+    pub config: Option<PathBuf>,
+
+    /// Sequence length (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub seq_len: Option<u32>,
+
+    /// Micro-batch size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub micro_batch_size: Option<u32>,
+
+    /// Global batch size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub global_batch_size: Option<u32>,
+
+    /// Pipeline parallel size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub pp: Option<u32>,
+
+    /// Expert parallel size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub ep: Option<u32>,
+
+    /// Context parallel size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub cp: Option<u32>,
+
+    /// GPUs in the run (default: pp × ep × cp, no data parallelism; the log does not say).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub world: Option<u32>,
+
+    /// The Python 3 that runs the estimator.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "python3",
+        requires = "estimate"
+    )]
+    pub python: OsString,
+
+    /// Seconds the estimator may run before it is stopped.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 120,
+        requires = "estimate"
+    )]
+    pub estimate_timeout: u64,
+
+    /// When a figure counts as off: PCT percent of the measured figure, or MIB MiB if larger.
+    #[arg(
+        long,
+        value_name = "PCT[,MIB]",
+        default_value = "10,128",
+        value_parser = parse_tolerance,
+        requires = "estimate"
+    )]
+    pub tolerance: Tolerance,
+}
+
+/// `10`, `10%`, `10,128` or `10%,128MiB`: percent, then an optional floor in MiB.
+fn parse_tolerance(text: &str) -> Result<Tolerance, String> {
+    let (pct, mib) = match text.split_once(',') {
+        Some((pct, mib)) => (pct, Some(mib)),
+        None => (text, None),
+    };
+    let pct: f64 = pct
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{text}`: expected a percentage such as 10 or 10,128"))?;
+    let floor = match mib {
+        Some(mib) => mib
+            .trim()
+            .trim_end_matches("MiB")
+            .parse::<u32>()
+            .map_err(|_| format!("`{text}`: expected a whole number of MiB after the comma"))?,
+        None => 128,
+    };
+    if !(0.0..=1000.0).contains(&pct) {
+        return Err(format!(
+            "`{text}`: the percentage must be between 0 and 1000"
+        ));
+    }
+    Ok(Tolerance {
+        relative: pct / 100.0,
+        absolute_bytes: i64::from(floor) << 20,
+    })
 }
 
 /// When the text report uses colour.
@@ -58,8 +169,26 @@ pub enum ColorChoice {
 
 /// Runs `memprints report`; returns the process exit code.
 pub fn execute(args: ReportArgs) -> anyhow::Result<u8> {
+    let estimate = args.estimate.then(|| EstimateOptions {
+        repo: args.repo.clone(),
+        python: Some(args.python.clone()),
+        timeout: Duration::from_secs(args.estimate_timeout),
+        tolerance: args.tolerance,
+        overrides: Overrides {
+            config: args.config.clone(),
+            sequence_length: args.seq_len,
+            micro_batch_size: args.micro_batch_size,
+            global_batch_size: args.global_batch_size,
+            pp: args.pp,
+            ep: args.ep,
+            cp: args.cp,
+            world: args.world,
+        },
+    });
     let opts = ReportOptions {
         ranks: args.ranks.clone(),
+        snapshots: args.snapshots.clone(),
+        estimate,
     };
     let report = run_report(&args.inputs, &opts)?;
     if report.stats.memory_lines == 0 {

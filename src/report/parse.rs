@@ -147,7 +147,8 @@ pub enum Event<'a> {
         /// The stage word (`stage1`).
         stage: &'a str,
     },
-    /// `    saved (activ|weight): (shape) dtype (X MB)`.
+    /// `    saved (activ|weight): (shape) dtype (X MB)`, or `(X MB, B bytes)` once the
+    /// instrumentation prints exact bytes.
     SavedTensor {
         /// `weight` rather than `activ`.
         weight: bool,
@@ -155,17 +156,21 @@ pub enum Event<'a> {
         shape: &'a str,
         /// The dtype as printed (`torch.bfloat16`).
         dtype: &'a str,
-        /// `X MB`, in bytes (PyTorch's MB here are MiB).
+        /// `B bytes` when printed, else `X MB` in bytes (PyTorch's MB here are MiB).
         size: i64,
+        /// `size` is the printed byte count, not the rounded MB.
+        exact: bool,
     },
-    /// `  activ=X MB, weight=Y MB, total=N tensors`.
+    /// `  activ=X MB, weight=Y MB, total=N tensors`, or with ` (B bytes)` after each MB.
     SavedSummary {
-        /// `activ=X MB`.
+        /// `activ=X MB`, or its bytes.
         activations: i64,
-        /// `weight=Y MB`.
+        /// `weight=Y MB`, or its bytes.
         weights: i64,
         /// `total=N tensors`.
         count: u64,
+        /// Both sizes are printed byte counts, not rounded MB.
+        exact: bool,
     },
     /// `Memory snapshot saved to PATH`.
     Snapshot {
@@ -267,25 +272,35 @@ fn plain(body: &str) -> Option<Event<'_>> {
         let shape_end = rest.find(')')? + 1;
         let (shape, rest) = rest.split_at(shape_end);
         let (dtype, rest) = rest.strip_prefix(' ')?.split_once(" (")?;
-        let (size, rest) = mib(rest)?;
-        end(rest.strip_prefix(" MB)")?)?;
+        let (rounded, rest) = mib(rest)?;
+        let rest = rest.strip_prefix(" MB")?;
+        let (size, exact, rest) = match rest.strip_prefix(", ") {
+            Some(r) => {
+                let (bytes, r) = byte_count(r)?;
+                (bytes, true, r)
+            }
+            None => (rounded, false, rest),
+        };
+        end(rest.strip_prefix(')')?)?;
         return Some(Event::SavedTensor {
             weight,
             shape,
             dtype,
             size,
+            exact,
         });
     }
     if let Some(rest) = body.strip_prefix("  activ=") {
-        let (activations, rest) = mib(rest)?;
-        let (weights, rest) = mib(rest.strip_prefix(" MB, weight=")?)?;
-        let rest = rest.strip_prefix(" MB, total=")?;
+        let (activations, activ_exact, rest) = summary_size(rest)?;
+        let (weights, weight_exact, rest) = summary_size(rest.strip_prefix(", weight=")?)?;
+        let rest = rest.strip_prefix(", total=")?;
         let (count, tail) = uint(rest.as_bytes())?;
         end(rest[rest.len() - tail.len()..].strip_prefix(" tensors")?)?;
         return Some(Event::SavedSummary {
             activations,
             weights,
             count,
+            exact: activ_exact && weight_exact,
         });
     }
     if let Some(head) = body.strip_suffix(" saved tensors:") {
@@ -304,6 +319,26 @@ fn plain(body: &str) -> Option<Event<'_>> {
         return Some(Event::Probe { label, allocated });
     }
     None
+}
+
+/// `X MB` of a saved-tensor summary, then ` (B bytes)` when printed: (bytes, exact, rest).
+fn summary_size(s: &str) -> Option<(i64, bool, &str)> {
+    let (rounded, rest) = mib(s)?;
+    let rest = rest.strip_prefix(" MB")?;
+    match rest.strip_prefix(" (") {
+        Some(r) => {
+            let (bytes, r) = byte_count(r)?;
+            Some((bytes, true, r.strip_prefix(')')?))
+        }
+        None => Some((rounded, false, rest)),
+    }
+}
+
+/// `B bytes` (an exact count): (B, rest).
+fn byte_count(s: &str) -> Option<(i64, &str)> {
+    let (n, rest) = uint(s.as_bytes())?;
+    let rest = &s[s.len() - rest.len()..];
+    Some((i64::try_from(n).ok()?, rest.strip_prefix(" bytes")?))
 }
 
 fn pipeline(body: &str) -> Option<PipelinePoint> {
@@ -744,7 +779,8 @@ mod tests {
                 weight: false,
                 shape: "(4096, 2048)",
                 dtype: "torch.bfloat16",
-                size: 16 * MIB
+                size: 16 * MIB,
+                exact: false
             }
         );
         assert_eq!(
@@ -753,7 +789,8 @@ mod tests {
                 weight: true,
                 shape: "(2048,)",
                 dtype: "torch.float32",
-                size: 0
+                size: 0,
+                exact: false
             }
         );
         assert_eq!(
@@ -761,9 +798,42 @@ mod tests {
             Event::SavedSummary {
                 activations: 160 * MIB + MIB / 2,
                 weights: 8 * MIB,
-                count: 12
+                count: 12,
+                exact: false
             }
         );
+    }
+
+    #[test]
+    fn saved_tensor_lines_with_exact_bytes_parse_to_those_bytes() {
+        assert_eq!(
+            event("[rank=0]     saved (activ): (128, 256) torch.bfloat16 (0.1 MB, 65536 bytes)"),
+            Event::SavedTensor {
+                weight: false,
+                shape: "(128, 256)",
+                dtype: "torch.bfloat16",
+                size: 65536,
+                exact: true
+            }
+        );
+        assert_eq!(
+            event(
+                "[rank=0]   activ=0.2 MB (262144 bytes), weight=0.1 MB (131072 bytes), total=5 tensors"
+            ),
+            Event::SavedSummary {
+                activations: 262_144,
+                weights: 131_072,
+                count: 5,
+                exact: true
+            }
+        );
+        for cut in [
+            "[rank=0]     saved (activ): (128, 256) torch.bfloat16 (0.1 MB, 65536 byt",
+            "[rank=0]     saved (activ): (128, 256) torch.bfloat16 (0.1 MB, bytes)",
+            "[rank=0]   activ=0.2 MB (262144 bytes), weight=0.1 MB (13107",
+        ] {
+            assert!(parse_print(cut.as_bytes()).is_none(), "{cut}");
+        }
     }
 
     #[test]

@@ -1,38 +1,78 @@
 //! The report's data: the types `memprints report --format json` serialises, as documented by
 //! `schema/report.schema.json`.
 //!
-//! Contract: these are plain data. [`super::builder`] fills them from the log and
-//! [`super::summary`] adds peaks, breakdowns and the cross-rank summary; the renderers only read
-//! them. Sizes are bytes; a figure the log did not print is `None` (JSON `null`), except in a
-//! [`Breakdown`], whose weights and optimizer state are 0 when their print is missing. Field
+//! Contract: these are plain data. [`super::builder`] fills them from the log, [`super::summary`]
+//! adds peaks, breakdowns and the cross-rank summary,, [`super::joined`] the one view of a run's
+//! memory and [`super::estimate`] PithTrain's estimator beside the prints; the renderers only
+//! read them. Sizes are bytes; a figure nobody measured is `None` (JSON `null`), never 0. Field
 //! order is the JSON's key order: a change here is a change of the schema, and bumps
 //! [`SCHEMA_VERSION`] when it is incompatible.
 
 use serde::Serialize;
 use serde::ser::SerializeStruct;
 
+use super::estimate::EstimateSection;
 use super::parse::PipelineKind;
 
-/// Bumped whenever the JSON changes incompatibly.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped whenever the JSON changes incompatibly (2: one entry per run under `runs`).
+pub const SCHEMA_VERSION: u32 = 2;
 
-/// A whole report: what was read, what the run did, and per rank where the memory went.
+/// A whole report: what was read, and per run what it did and where the memory went.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// The files read, in order (directories expanded).
     pub inputs: Vec<String>,
-    /// How many lines and prints were read, and how many did not parse.
+    /// Files of a directory that were not read, and why.
+    pub skipped: Vec<SkippedInput>,
+    /// How many lines and prints were read over all inputs, and how many did not parse.
     pub stats: Stats,
-    /// PithTrain's rank-0 step lines; `None` when the log holds none.
+    /// One entry per run (see [`super::runs`] for what makes a run), in the order they began.
+    pub runs: Vec<Run>,
+}
+
+/// A file of a directory that `report` did not read as a log.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedInput {
+    /// The file.
+    pub path: String,
+    /// Why, in a few words.
+    pub reason: String,
+}
+
+/// One run: one launch of the training, from one file or several (one per node).
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    /// Named after its sources (`node0.log + node1.log`, `run.log, launch 2`).
+    pub name: String,
+    /// The files this run's lines came from, in input order.
+    pub sources: Vec<String>,
+    /// The run's prints and how many did not parse.
+    pub stats: RunStats,
+    /// PithTrain's rank-0 step lines; `None` when the run logged none.
     pub training: Option<Training>,
-    /// Set when the log holds a CUDA out-of-memory error.
+    /// Set when the run logged a CUDA out-of-memory error.
     pub oom: Option<Oom>,
     /// Peaks across ranks and the imbalance between pipeline stages.
     pub summary: Summary,
+    /// The prints' peak beside PithTrain's step peaks and the step-0 memory snapshots.
+    pub memory: MemoryView,
     /// One entry per rank that printed (or the `--rank` selection), by rank.
     pub ranks: Vec<RankReport>,
+    /// PithTrain's memory estimator beside the prints; `None` unless `--estimate` was given.
+    pub estimate: Option<EstimateSection>,
+}
+
+/// The memory prints of one run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunStats {
+    /// `[rank=` tags of this run (every rank, whatever `--rank` says).
+    pub memory_lines: u64,
+    /// Of which matched no known format.
+    pub unparsed_memory_lines: u64,
+    /// The first few unparsed prints, cut to 200 characters.
+    pub unparsed_examples: Vec<String>,
 }
 
 /// Counts over everything read, whatever `--rank` says.
@@ -65,6 +105,8 @@ pub struct Training {
     pub first_step_peak_gpu_memory: Option<i64>,
     /// The highest `peak-gpu-memory` of all step lines.
     pub peak_gpu_memory: Option<i64>,
+    /// The first step whose line printed that highest `peak-gpu-memory`.
+    pub peak_step: Option<u64>,
 }
 
 /// The run died of a CUDA out-of-memory error.
@@ -106,7 +148,7 @@ pub struct RankPeak {
     pub allocated: i64,
     /// Cached (reserved but free) at the peak.
     pub cached: i64,
-    /// Device memory outside PyTorch (CUDA context, NCCL) at the peak.
+    /// Device memory outside PyTorch's allocator at the peak.
     pub non_pytorch: i64,
 }
 
@@ -161,6 +203,8 @@ pub struct RankReport {
     pub peak: Option<Peak>,
     /// Where the device memory went at [`Self::peak`].
     pub breakdown: Option<Breakdown>,
+    /// How memory outside PyTorch's allocator changed over the pipeline prints.
+    pub non_pytorch_growth: Option<NonPytorchGrowth>,
     /// Detail-layer probes other than experts internals.
     pub layers: Vec<LayerProbe>,
     /// Experts-internals probes.
@@ -282,6 +326,23 @@ impl Serialize for PipelineEntry {
     }
 }
 
+/// Memory outside PyTorch's allocator (`non-pt=`: the device's used memory minus what the
+/// allocator reserved) from the first pipeline print to the highest: CUDA context and NCCL
+/// buffers, but also what kernels and libraries allocate on their own while the step runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct NonPytorchGrowth {
+    /// The first pipeline print (`Before pipeline`).
+    pub from_label: String,
+    /// Its `non-pt=`.
+    pub from: i64,
+    /// The first pipeline print with the highest `non-pt=`.
+    pub to_label: String,
+    /// Its `non-pt=`.
+    pub to: i64,
+    /// `to - from`.
+    pub growth: i64,
+}
+
 /// A rank's highest pipeline entry: the first of equal maxima, the moment it was reached.
 #[derive(Debug, Clone, Serialize)]
 pub struct Peak {
@@ -297,20 +358,24 @@ pub struct Peak {
     pub non_pytorch: i64,
 }
 
-/// Where the device memory went at the pipeline peak; the parts add up to `total`.
+/// Where the device memory went at the pipeline peak; the parts that were measured and
+/// `other_static` add up to `total`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Breakdown {
-    /// Allocated at the end of setup (sharded weights and buffers), capped at `Before pipeline`.
-    pub weights: i64,
-    /// Optimizer state loaded from the checkpoint, when one was loaded.
-    pub optimizer_state: i64,
-    /// The rest of what was allocated before the pipeline started.
+    /// Allocated at the last setup print (sharded weights and buffers), capped at
+    /// `Before pipeline`; `None` when no setup print printed it.
+    pub weights: Option<i64>,
+    /// Optimizer state loaded from the checkpoint; `None` when no checkpoint load printed it
+    /// (group 6 prints only after a load).
+    pub optimizer_state: Option<i64>,
+    /// The rest of what was allocated before the pipeline started (all of it, when neither
+    /// part above was measured).
     pub other_static: i64,
     /// Peak allocated minus `Before pipeline` allocated: activations and gradients in flight.
     pub activations: i64,
     /// Cached by PyTorch's allocator (reserved, free) at the peak.
     pub cached: i64,
-    /// Device memory outside PyTorch (CUDA context, NCCL) at the peak.
+    /// Device memory outside PyTorch's allocator at the peak.
     pub non_pytorch: i64,
     /// The sum of the parts: what the device held at the peak.
     pub total: i64,
@@ -372,6 +437,10 @@ pub struct SavedGroup {
     pub count: u64,
     /// False when the summary line never came (cut-off log).
     pub complete: bool,
+    /// Where `activations` and `weights` come from.
+    pub size_from: GroupSizeFrom,
+    /// They are exact byte counts (not read back from rounded MB).
+    pub bytes_exact: bool,
     /// Each saved tensor, in log order.
     pub tensors: Vec<SavedTensor>,
 }
@@ -385,8 +454,39 @@ pub struct SavedTensor {
     pub shape: Option<Vec<u64>>,
     /// Its dtype without the `torch.` prefix.
     pub dtype: String,
-    /// Its size as printed.
+    /// Its size in bytes.
     pub size: i64,
+    /// Where `size` comes from.
+    pub size_from: SizeFrom,
+    /// `size` is exact (not read back from rounded MB).
+    pub bytes_exact: bool,
+}
+
+/// Where a saved tensor's size comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SizeFrom {
+    /// The print's `B bytes`.
+    PrintedBytes,
+    /// Its shape × its dtype's element size: what the print computes (`nelement() ×
+    /// element_size()`) before rounding it to 0.1 MB.
+    ShapeAndDtype,
+    /// The printed MB (one decimal), × 1024²: up to 0.05 MiB off.
+    RoundedMb,
+}
+
+/// Where a saved-tensor group's sizes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupSizeFrom {
+    /// The summary line's `(B bytes)`.
+    PrintedBytes,
+    /// The sum of the group's exact tensor sizes (which the summary's count and rounded MB
+    /// agree with, when the summary came).
+    TensorSum,
+    /// The summary's MB (one decimal), × 1024²; or, without a summary, the sum of tensors not
+    /// all of which are exact.
+    RoundedMb,
 }
 
 /// A memory snapshot file a rank said it wrote.
@@ -396,6 +496,94 @@ pub struct SnapshotFile {
     pub path: String,
     /// Written by the OOM handler (`..._rankN.pickle`) rather than after step 0.
     pub after_oom: bool,
+    /// Index into [`Report::inputs`] of the log that printed it (where to look for the file).
+    #[serde(skip)]
+    pub source: usize,
+}
+
+/// One run's memory seen three ways: the step-0 prints, PithTrain's own per-step peak, and the
+/// step-0 memory snapshots (see [`super::joined`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MemoryView {
+    /// The highest pipeline print over all ranks.
+    pub prints_peak: Option<PrintsPeak>,
+    /// PithTrain's `peak-gpu-memory` against the prints' peak; `None` without step lines.
+    pub steps: Option<StepsView>,
+    /// The step-0 snapshots found from the log or given with `--snapshots`.
+    pub snapshots: Vec<SnapshotView>,
+}
+
+/// The highest pipeline print of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrintsPeak {
+    /// The rank that printed it (the lowest on a tie).
+    pub rank: u32,
+    /// Its pipeline stage.
+    pub pp: Option<u32>,
+    /// The print.
+    pub label: String,
+    /// Its `alloc=`.
+    pub allocated: i64,
+}
+
+/// PithTrain's step lines against the prints. `peak-gpu-memory` is
+/// `torch.cuda.max_memory_allocated()` over a whole `train_step` (pipeline, gradient clipping,
+/// optimizer step), the highest of all ranks; the prints sample allocated memory at the
+/// schedule points of the first step only.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepsView {
+    /// The first step line's step: the step the prints measured.
+    pub profiled_step: u64,
+    /// Its `peak-gpu-memory`.
+    pub profiled_step_peak: Option<i64>,
+    /// `profiled_step_peak` minus the prints' peak: what the prints could not see in that step
+    /// (between prints and outside the pipeline).
+    pub unseen_by_prints: Option<i64>,
+    /// The step with the highest `peak-gpu-memory` (the first of equals).
+    pub peak_step: Option<u64>,
+    /// That `peak-gpu-memory`.
+    pub peak: Option<i64>,
+    /// `peak` minus `profiled_step_peak`: how much higher a later step went.
+    pub later_steps_above: Option<i64>,
+}
+
+/// A step-0 memory snapshot set beside the prints of its rank.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotView {
+    /// The rank it belongs to (the printing rank, or `rank(\d+)` of a given file's name).
+    pub rank: Option<u32>,
+    /// The path the log printed; `None` for a file given with `--snapshots`.
+    pub printed_path: Option<String>,
+    /// Written by the OOM handler rather than after the first step.
+    pub after_oom: bool,
+    /// The file read; `None` when none was found.
+    pub path: Option<String>,
+    /// Why it could not be read (not found, not a snapshot); `None` when it was.
+    pub error: Option<String>,
+    /// The peak of allocated memory over the snapshot's trace (the whole `model.step()`).
+    pub peak_allocated: Option<i64>,
+    /// Allocated when the snapshot was taken, after the step.
+    pub allocated_at_end: Option<i64>,
+    /// `peak_allocated` minus `allocated_at_end`: live at the peak, freed again by the end.
+    pub freed_after_peak: Option<i64>,
+    /// The snapshot's peak minus the rank's highest pipeline print: transient allocations
+    /// between two prints, which the prints cannot see.
+    pub gap_to_prints: Option<i64>,
+    /// The rank's highest pipeline print, for the gap.
+    pub prints_peak: Option<i64>,
+    /// What held memory at the snapshot's peak, largest first (at most five groups).
+    pub top_stacks: Vec<HeldBy>,
+}
+
+/// One group of blocks live at a snapshot's peak.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldBy {
+    /// The group's key frame (`path:line function`).
+    pub frame: String,
+    /// The group's bytes.
+    pub bytes: i64,
+    /// Its blocks.
+    pub count: u64,
 }
 
 /// The last memory figure a rank printed: where it was when the log ends (or the OOM hit).

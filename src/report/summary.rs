@@ -7,9 +7,12 @@
 //! - The breakdown at the peak splits the device total into parts that add up to it: what was
 //!   allocated at `Before pipeline` (the first pipeline print when that one is missing) is
 //!   static, split into the weights (allocated at the last setup print that printed it, capped
-//!   at the static total), the optimizer state of a checkpoint load (capped at what is left) and the rest;
-//!   the activations in flight are the peak minus the static part; cached and non-PyTorch
-//!   memory are the peak print's. Negative figures count as 0.
+//!   at the static total), the optimizer state of a checkpoint load (capped at what is left) and
+//!   the rest; a part no print measured is `None`, and its bytes stay in the rest. The
+//!   activations in flight are the peak minus the static part; cached and non-PyTorch memory
+//!   are the peak print's. Negative figures count as 0.
+//! - The growth of non-PyTorch memory runs from the first pipeline print to the first print
+//!   with the highest `non-pt=`.
 //! - Across ranks: the highest peak names its rank (the lowest rank on a tie); ranks are grouped
 //!   by pipeline stage, and with two stages or more the imbalance compares the highest stage
 //!   peak with the lowest (`ratio` is the spread over the highest; 0 when that is not positive).
@@ -18,7 +21,8 @@ use std::collections::BTreeMap;
 
 use super::parse::PipelineKind;
 use super::schema::{
-    Breakdown, Imbalance, Peak, PipelineEntry, RankPeak, RankReport, StagePeak, Summary,
+    Breakdown, Imbalance, NonPytorchGrowth, Peak, PipelineEntry, RankPeak, RankReport, StagePeak,
+    Summary,
 };
 
 /// The highest entry of a rank's pipeline, the first of equal maxima; `None` when it is empty.
@@ -48,18 +52,17 @@ pub fn breakdown(rank: &RankReport) -> Option<Breakdown> {
         .find(|e| e.kind == PipelineKind::BeforePipeline)
         .or_else(|| rank.pipeline.first())?;
     let static_alloc = before.allocated.max(0);
-    let setup_alloc = rank
+    let weights = rank
         .setup
         .iter()
         .rev()
         .find_map(|e| e.allocated)
-        .unwrap_or(0);
-    let weights = setup_alloc.clamp(0, static_alloc);
-    let optimizer_state = rank
-        .checkpoint
-        .as_ref()
-        .map_or(0, |c| c.optimizer_state.clamp(0, static_alloc - weights));
-    let other_static = static_alloc - weights - optimizer_state;
+        .map(|w| w.clamp(0, static_alloc));
+    let optimizer_state = rank.checkpoint.as_ref().map(|c| {
+        c.optimizer_state
+            .clamp(0, static_alloc - weights.unwrap_or(0))
+    });
+    let other_static = static_alloc - weights.unwrap_or(0) - optimizer_state.unwrap_or(0);
     let activations = (peak.allocated - static_alloc).max(0);
     let cached = peak.cached.max(0);
     let non_pytorch = peak.non_pytorch.max(0);
@@ -71,6 +74,23 @@ pub fn breakdown(rank: &RankReport) -> Option<Breakdown> {
         cached,
         non_pytorch,
         total: static_alloc + activations + cached + non_pytorch,
+    })
+}
+
+/// How `non-pt=` went from the first pipeline print to its highest; `None` without prints.
+pub fn non_pytorch_growth(pipeline: &[PipelineEntry]) -> Option<NonPytorchGrowth> {
+    let first = pipeline.first()?;
+    let (_, top) = pipeline
+        .iter()
+        .enumerate()
+        .rev()
+        .max_by_key(|(_, e)| e.non_pytorch)?;
+    Some(NonPytorchGrowth {
+        from_label: first.label(),
+        from: first.non_pytorch,
+        to_label: top.label(),
+        to: top.non_pytorch,
+        growth: top.non_pytorch - first.non_pytorch,
     })
 }
 
@@ -141,16 +161,18 @@ pub fn across_ranks(ranks: &[RankReport]) -> Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::schema::Run;
     use crate::report::{Report, ReportBuilder};
 
     const G: i64 = 1 << 30;
 
-    fn build(lines: &[String]) -> Report {
+    fn build(lines: &[String]) -> Run {
         let mut b = ReportBuilder::new(None);
         for line in lines {
             b.line(line.as_bytes());
         }
-        b.finish(vec![])
+        let mut report: Report = b.finish(vec!["test.log".to_owned()]);
+        report.runs.remove(0)
     }
 
     fn pipe(rank: u32, pp: u32, label: &str, gib: &str) -> String {
@@ -189,10 +211,40 @@ mod tests {
         let b = r.ranks[0].breakdown.clone().unwrap();
         assert_eq!(
             (b.weights, b.optimizer_state, b.other_static, b.activations),
-            (4 * G, 3 * G, 2 * G, G)
+            (Some(4 * G), Some(3 * G), 2 * G, G)
         );
-        let parts = b.weights + b.optimizer_state + b.other_static + b.activations;
+        let parts = 4 * G + 3 * G + b.other_static + b.activations;
         assert_eq!(b.total, parts + b.cached + b.non_pytorch);
+    }
+
+    #[test]
+    fn a_part_no_print_measured_is_none_and_stays_in_the_rest() {
+        let r = build(&[
+            pipe(0, 0, "Before pipeline", "9.00"),
+            pipe(0, 0, "Step1 F0 i=0", "10.00"),
+        ]);
+        let b = r.ranks[0].breakdown.clone().unwrap();
+        assert_eq!(
+            (b.weights, b.optimizer_state, b.other_static),
+            (None, None, 9 * G)
+        );
+    }
+
+    #[test]
+    fn non_pytorch_growth_runs_to_the_first_highest_print() {
+        let r = build(&[
+            "[rank=0 pp=0] Before pipeline: 1.00 GiB | alloc=1.00 cached=0.00 non-pt=1.22"
+                .to_owned(),
+            "[rank=0 pp=0] Step4 i=0: 2.00 GiB | alloc=2.00 cached=0.00 non-pt=7.39".to_owned(),
+            "[rank=0 pp=0] Step4 i=1: 2.00 GiB | alloc=2.00 cached=0.00 non-pt=7.39".to_owned(),
+        ]);
+        let g = r.ranks[0].non_pytorch_growth.clone().unwrap();
+        assert_eq!(
+            (g.from_label.as_str(), g.to_label.as_str()),
+            ("Before pipeline", "Step4 i=0")
+        );
+        assert_eq!(g.growth, g.to - g.from);
+        assert!(g.growth > 6 * G);
     }
 
     #[test]

@@ -1,22 +1,40 @@
 //! The report as a document of headings, paragraphs and tables, shared by the text, markdown
 //! and HTML renderers so that they all say the same thing.
 //!
-//! Contract: [`build`] turns sizes into GiB with two decimals (MiB with one for saved tensors),
-//! signed changes with an explicit sign, a figure the log did not print into an empty cell, and
-//! leaves empty sections out. Table cells hold plain text; renderers escape them for their
-//! format.
+//! Contract: [`build`] gives one section per run (a level-1 heading named after the run's
+//! sources), after a short header about what was read and skipped. Sizes print in GiB with two
+//! decimals (MiB with one for saved tensors), signed changes with an explicit sign. A figure
+//! nobody measured prints as [`NOT_MEASURED`] and the section says why ("not measured — …");
+//! a cell with nothing to show by its nature (the change of a first print, a print that prints
+//! no delta) is [`NOT_APPLICABLE`]. Empty sections are left out. Table cells hold plain text;
+//! renderers escape them for their format. [`Block::Charts`] marks where the HTML page puts a
+//! run's charts; text and markdown skip it.
 
 use crate::present::numbers::{gib, mib, plural, signed_gib};
 use crate::present::table::Table;
-use crate::report::schema::{Breakdown, PipelineEntry, RankReport, Report, SetupPhase};
+use crate::report::schema::{Breakdown, PipelineEntry, RankReport, Report, Run, SetupPhase};
+
+use super::{estimate, view};
 
 /// Saved tensors listed by size in a group's `largest` cell.
 const LARGEST_SAVED: usize = 3;
+/// What a cell says for a figure no print measured.
+pub const NOT_MEASURED: &str = "not measured";
+/// What a cell says where there is nothing to measure (the change of a first print).
+pub const NOT_APPLICABLE: &str = "—";
+/// The column title of `non-pt=` figures.
+pub const OUTSIDE: &str = "outside allocator";
+/// What [`OUTSIDE`] means, said once per run.
+pub const OUTSIDE_MEANS: &str = "“outside allocator” is the prints' non-pt=: device memory in \
+     use outside PyTorch's caching allocator (the CUDA context, NCCL, kernels' and libraries' \
+     own allocations, and any other process on the GPU).";
+/// Growth of [`OUTSIDE`] memory over a step worth a note: more than the prints' rounding.
+const NOTABLE_GROWTH: i64 = (1 << 30) / 50;
 
 /// One piece of the document.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
-    /// A heading: level 1 for the title, 2 for a section, 3 below.
+    /// A heading: level 1 for the title and each run, 2 for a section, 3 below.
     Heading {
         /// 1, 2 or 3.
         level: u8,
@@ -34,6 +52,11 @@ pub enum Block {
     },
     /// A table of plain-text cells.
     Table(Table),
+    /// Where the HTML page draws the charts of `report.runs[run]`.
+    Charts {
+        /// Index into [`Report::runs`].
+        run: usize,
+    },
 }
 
 /// How serious a [`Block::Note`] is.
@@ -45,12 +68,22 @@ pub enum Tone {
     Error,
 }
 
-/// A figure that may be absent, as a cell: an absent one is an empty cell.
-fn opt(v: Option<i64>, f: fn(i64) -> String) -> String {
-    v.map(f).unwrap_or_default()
+/// A figure that may be absent, as a cell: an absent one was not measured.
+pub fn measured(v: Option<i64>, f: fn(i64) -> String) -> String {
+    v.map_or_else(|| NOT_MEASURED.to_owned(), f)
 }
 
-/// A shape as Python prints a tuple: `(4, 2)`, `(7,)`; an unknown one is an empty cell.
+/// A figure that may have nothing to show (the change of a first print), as a cell.
+fn or_na(v: Option<i64>, f: fn(i64) -> String) -> String {
+    v.map_or_else(|| NOT_APPLICABLE.to_owned(), f)
+}
+
+/// An optional small number (a stage, a layer), as a cell.
+fn num_or_na(v: Option<u32>) -> String {
+    v.map_or_else(|| NOT_APPLICABLE.to_owned(), |v| v.to_string())
+}
+
+/// A shape as Python prints a tuple: `(4, 2)`, `(7,)`; an unknown one is [`NOT_APPLICABLE`].
 fn shape(s: &Option<Vec<u64>>) -> String {
     match s {
         Some(dims) if dims.len() == 1 => format!("({},)", dims[0]),
@@ -58,7 +91,7 @@ fn shape(s: &Option<Vec<u64>>) -> String {
             let parts: Vec<String> = dims.iter().map(u64::to_string).collect();
             format!("({})", parts.join(", "))
         }
-        None => String::new(),
+        None => NOT_APPLICABLE.to_owned(),
     }
 }
 
@@ -69,10 +102,48 @@ pub fn build(report: &Report) -> Vec<Block> {
         text: "Memory report".to_owned(),
     }];
     let s = &report.stats;
+    let names: Vec<&str> = report.runs.iter().map(|r| r.name.as_str()).collect();
     out.push(Block::Text(format!(
-        "Read {} from {}: {}, {} unparsed.",
+        "Read {} from {}: {}, {} unparsed; {}{}",
         plural(s.lines_read, "line", "lines"),
         plural(report.inputs.len() as u64, "input", "inputs"),
+        plural(s.memory_lines, "memory print", "memory prints"),
+        s.unparsed_memory_lines,
+        plural(report.runs.len() as u64, "run", "runs"),
+        if names.len() > 1 {
+            format!(": {}.", names.join("; "))
+        } else {
+            ".".to_owned()
+        }
+    )));
+    for skipped in &report.skipped {
+        out.push(Block::Text(format!(
+            "Skipped {}: {}.",
+            skipped.path, skipped.reason
+        )));
+    }
+    if report.runs.iter().all(|r| r.ranks.is_empty()) {
+        out.push(Block::Note {
+            tone: Tone::Warning,
+            text: "No memory prints found: was the run instrumented, and did it reach the prints?"
+                .to_owned(),
+        });
+    }
+    for (n, run) in report.runs.iter().enumerate() {
+        run_section(n, run, &mut out);
+    }
+    out
+}
+
+fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
+    out.push(Block::Heading {
+        level: 1,
+        text: format!("Run: {}", run.name),
+    });
+    let s = &run.stats;
+    out.push(Block::Text(format!(
+        "From {}: {}, {} unparsed.",
+        run.sources.join(", "),
         plural(s.memory_lines, "memory print", "memory prints"),
         s.unparsed_memory_lines
     )));
@@ -85,7 +156,7 @@ pub fn build(report: &Report) -> Vec<Block> {
             ),
         });
     }
-    if let Some(t) = &report.training {
+    if let Some(t) = &run.training {
         let mut text = format!(
             "Training: {} logged",
             plural(t.steps_logged, "step", "steps")
@@ -98,65 +169,72 @@ pub fn build(report: &Report) -> Vec<Block> {
         if let Some(secs) = t.first_step_time_s {
             text += &format!("; the first took {secs:.3} s");
         }
-        if let Some(peak) = t.peak_gpu_memory {
-            text += &format!("; peak-gpu-memory up to {} GiB", gib(peak));
+        if let (Some(peak), Some(step)) = (t.peak_gpu_memory, t.peak_step) {
+            text += &format!("; peak-gpu-memory up to {} GiB (step {step})", gib(peak));
         }
         text.push('.');
         out.push(Block::Text(text));
     }
-    if let Some(oom) = &report.oom {
-        let mut text = "The run was cut off by a CUDA out-of-memory error".to_owned();
-        if let Some(bytes) = oom.tried_to_allocate {
-            text += &format!(" (tried to allocate {} GiB)", gib(bytes));
-        }
-        if !oom.ranks.is_empty() {
-            let ranks: Vec<String> = oom.ranks.iter().map(u32::to_string).collect();
-            text += &format!(" on rank {}", ranks.join(", "));
-        }
-        text += &format!(": {}", oom.message);
-        out.push(Block::Note {
-            tone: Tone::Error,
-            text,
-        });
-        let mut table = Table::new(&[
-            ("rank", true),
-            ("pp", true),
-            ("last memory point", false),
-            ("allocated", true),
-        ]);
-        for r in &report.ranks {
-            if let Some(last) = &r.last_point {
-                table.rows.push(vec![
-                    r.rank.to_string(),
-                    r.pp.map(|p| p.to_string()).unwrap_or_default(),
-                    last.label.clone(),
-                    gib(last.allocated),
-                ]);
-            }
-        }
-        out.push(Block::Heading {
-            level: 2,
-            text: "Last memory point per rank".to_owned(),
-        });
-        out.push(Block::Table(table));
+    if let Some(oom) = &run.oom {
+        oom_section(run, oom, out);
     }
-    if report.ranks.is_empty() {
+    if run.ranks.is_empty() {
         out.push(Block::Note {
             tone: Tone::Warning,
-            text: "No memory prints found: was the run instrumented, and did it reach the prints?"
-                .to_owned(),
+            text: "No memory prints in this run.".to_owned(),
         });
-        return out;
+        estimate::estimate_section(run, out);
+        return;
     }
-    across_ranks(report, &mut out);
-    for rank in &report.ranks {
-        rank_section(rank, &mut out);
+    out.push(Block::Text(OUTSIDE_MEANS.to_owned()));
+    out.push(Block::Charts { run: n });
+    view::memory_view(run, out);
+    estimate::estimate_section(run, out);
+    across_ranks(run, out);
+    for rank in &run.ranks {
+        rank_section(rank, out);
     }
-    out
 }
 
-fn across_ranks(report: &Report, out: &mut Vec<Block>) {
-    let sum = &report.summary;
+fn oom_section(run: &Run, oom: &crate::report::schema::Oom, out: &mut Vec<Block>) {
+    let mut text = "The run was cut off by a CUDA out-of-memory error".to_owned();
+    if let Some(bytes) = oom.tried_to_allocate {
+        text += &format!(" (tried to allocate {} GiB)", gib(bytes));
+    }
+    if !oom.ranks.is_empty() {
+        let ranks: Vec<String> = oom.ranks.iter().map(u32::to_string).collect();
+        text += &format!(" on rank {}", ranks.join(", "));
+    }
+    text += &format!(": {}", oom.message);
+    out.push(Block::Note {
+        tone: Tone::Error,
+        text,
+    });
+    let mut table = Table::new(&[
+        ("rank", true),
+        ("pp", true),
+        ("last memory point", false),
+        ("allocated", true),
+    ]);
+    for r in &run.ranks {
+        if let Some(last) = &r.last_point {
+            table.rows.push(vec![
+                r.rank.to_string(),
+                num_or_na(r.pp),
+                last.label.clone(),
+                gib(last.allocated),
+            ]);
+        }
+    }
+    out.push(Block::Heading {
+        level: 2,
+        text: "Last memory point per rank".to_owned(),
+    });
+    out.push(Block::Table(table));
+}
+
+fn across_ranks(run: &Run, out: &mut Vec<Block>) {
+    let sum = &run.summary;
     if sum.peaks.is_empty() {
         return;
     }
@@ -170,14 +248,14 @@ fn across_ranks(report: &Report, out: &mut Vec<Block>) {
         ("peak at", false),
         ("allocated", true),
         ("cached", true),
-        ("non-PyTorch", true),
+        (OUTSIDE, true),
         ("device total", true),
         ("", false),
     ]);
     for p in &sum.peaks {
         table.rows.push(vec![
             p.rank.to_string(),
-            p.pp.map(|v| v.to_string()).unwrap_or_default(),
+            num_or_na(p.pp),
             p.label.clone(),
             gib(p.allocated),
             gib(p.cached),
@@ -253,7 +331,7 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             ("point", false),
             ("allocated", true),
             ("cached", true),
-            ("non-PyTorch", true),
+            (OUTSIDE, true),
             ("change", true),
         ]);
         for e in &r.setup {
@@ -265,10 +343,10 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             t.rows.push(vec![
                 phase.to_owned(),
                 e.label.clone(),
-                opt(e.allocated, gib),
-                opt(e.cached, gib),
-                opt(e.non_pytorch, gib),
-                opt(e.change, signed_gib),
+                measured(e.allocated, gib),
+                measured(e.cached, gib),
+                measured(e.non_pytorch, gib),
+                or_na(e.change, signed_gib),
             ]);
         }
         out.push(Block::Heading {
@@ -276,6 +354,14 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             text: "Setup".to_owned(),
         });
         out.push(Block::Table(t));
+        if r.setup.iter().any(|e| e.allocated.is_none()) {
+            out.push(Block::Text(
+                "Allocated and cached not measured — init_process_group and init_device_mesh \
+                 print only memory outside the allocator (from torch.cuda.mem_get_info); their \
+                 change is the cost they print (NCCL's world, the device mesh)."
+                    .to_owned(),
+            ));
+        }
     }
     if let Some(c) = &r.checkpoint {
         out.push(Block::Heading {
@@ -283,7 +369,7 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             text: "Checkpoint load".to_owned(),
         });
         out.push(Block::Text(format!(
-            "Optimizer state {} GiB over {} param entries; after the load: allocated {} GiB, cached {} GiB, non-PyTorch {} GiB.",
+            "Optimizer state {} GiB over {} param entries; after the load: allocated {} GiB, cached {} GiB, outside the allocator {} GiB.",
             gib(c.optimizer_state),
             c.param_entries,
             gib(c.allocated),
@@ -299,7 +385,7 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             ("change", true),
             ("printed delta", true),
             ("cached", true),
-            ("non-PyTorch", true),
+            (OUTSIDE, true),
             ("", false),
         ]);
         let peak = r.peak.as_ref().map(|p| p.index);
@@ -308,8 +394,8 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
                 n.to_string(),
                 e.label(),
                 gib(e.allocated),
-                opt(e.change, signed_gib),
-                opt(e.delta, signed_gib),
+                or_na(e.change, signed_gib),
+                or_na(e.delta, signed_gib),
                 gib(e.cached),
                 gib(e.non_pytorch),
                 if peak == Some(n) {
@@ -325,12 +411,36 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
         });
         out.push(Block::Table(t));
     }
+    if let Some(g) = r
+        .non_pytorch_growth
+        .as_ref()
+        .filter(|g| g.growth >= NOTABLE_GROWTH)
+    {
+        out.push(Block::Note {
+            tone: Tone::Warning,
+            text: format!(
+                "Memory outside the allocator grew by {} GiB during the step, from {} GiB at {} \
+                 to {} GiB at {}: this is not the CUDA context or NCCL's setup, which came \
+                 before the pipeline, but device memory taken outside PyTorch's allocator while \
+                 the step ran (kernels' own workspaces, communicators and buffers created on \
+                 first use, another process on the GPU).",
+                gib(g.growth),
+                gib(g.from),
+                g.from_label,
+                gib(g.to),
+                g.to_label
+            ),
+        });
+    }
     if let (Some(b), Some(p)) = (&r.breakdown, &r.peak) {
         out.push(Block::Heading {
             level: 3,
             text: format!("Where the memory went at the peak ({})", p.label),
         });
         out.push(Block::Table(breakdown_table(b)));
+        for why in breakdown_gaps(b) {
+            out.push(Block::Text(why));
+        }
     }
     let during = |pos: usize| {
         r.pipeline
@@ -363,7 +473,7 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
                 label,
                 shape(&l.shape),
                 gib(l.allocated),
-                opt(l.change, signed_gib),
+                or_na(l.change, signed_gib),
             ]);
         }
         out.push(Block::Heading {
@@ -385,10 +495,12 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             t.rows.push(vec![
                 during(e.pipeline_position),
                 e.step.clone(),
-                e.tensor.clone().unwrap_or_default(),
+                e.tensor
+                    .clone()
+                    .unwrap_or_else(|| NOT_APPLICABLE.to_owned()),
                 shape(&e.shape),
                 gib(e.allocated),
-                opt(e.change, signed_gib),
+                or_na(e.change, signed_gib),
             ]);
         }
         out.push(Block::Heading {
@@ -414,7 +526,13 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
                 .take(LARGEST_SAVED)
                 .map(|t| {
                     let kind = if t.weight { "weight" } else { "activ" };
-                    format!("{} {} {} MiB {kind}", shape(&t.shape), t.dtype, mib(t.size))
+                    let about = if t.bytes_exact { "" } else { "≈" };
+                    format!(
+                        "{} {} {about}{} MiB {kind}",
+                        shape(&t.shape),
+                        t.dtype,
+                        mib(t.size)
+                    )
                 })
                 .collect();
             let stage = if g.complete {
@@ -422,11 +540,12 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             } else {
                 format!("{} (cut off)", g.stage)
             };
+            let about = if g.bytes_exact { "" } else { "≈" };
             t.rows.push(vec![
-                g.layer.map(|l| l.to_string()).unwrap_or_default(),
+                num_or_na(g.layer),
                 stage,
-                mib(g.activations),
-                mib(g.weights),
+                format!("{about}{}", mib(g.activations)),
+                format!("{about}{}", mib(g.weights)),
                 g.count.to_string(),
                 largest.join("; "),
             ]);
@@ -436,6 +555,15 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             text: "Saved tensors".to_owned(),
         });
         out.push(Block::Table(t));
+        let approximate = r.saved_tensors.iter().any(|g| !g.bytes_exact);
+        out.push(Block::Text(if approximate {
+            "Sizes are exact bytes (printed, or shape × dtype as the print computes them) except \
+             those marked ≈: read back from the print's MB, rounded to 0.1."
+                .to_owned()
+        } else {
+            "Sizes are exact bytes: printed, or shape × dtype as the print computes them."
+                .to_owned()
+        }));
     }
     for s in &r.snapshots {
         let when = if s.after_oom {
@@ -450,11 +578,12 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
 /// One sentence: the peak and what it is made of.
 fn peak_summary(r: &RankReport) -> Option<String> {
     let (p, b) = (r.peak.as_ref()?, r.breakdown.as_ref()?);
+    let held_before = b.weights.unwrap_or(0) + b.optimizer_state.unwrap_or(0) + b.other_static;
     Some(format!(
-        "Peak {} GiB allocated at {}: {} GiB held before the pipeline started, {} GiB of activations in flight; the device held {} GiB with {} GiB cached and {} GiB outside PyTorch.",
+        "Peak {} GiB allocated at {}: {} GiB held before the pipeline started, {} GiB of activations in flight; the device held {} GiB with {} GiB cached and {} GiB outside the allocator.",
         gib(p.allocated),
         p.label,
-        gib(b.weights + b.optimizer_state + b.other_static),
+        gib(held_before),
         gib(b.activations),
         gib(b.total),
         gib(b.cached),
@@ -469,32 +598,54 @@ pub const BREAKDOWN_PARTS: [&str; 6] = [
     "other static",
     "activations in flight",
     "cached (reserved, free)",
-    "non-PyTorch (CUDA context, NCCL)",
+    "outside PyTorch's allocator (CUDA context, NCCL, kernels' own allocations)",
 ];
 
-/// The parts of a breakdown with their display names, in stacking order.
-pub fn breakdown_parts(b: &Breakdown) -> [(&'static str, i64); 6] {
+/// The parts of a breakdown with their display names, in stacking order; `None` for a part no
+/// print measured.
+pub fn breakdown_parts(b: &Breakdown) -> [(&'static str, Option<i64>); 6] {
     let bytes = [
         b.weights,
         b.optimizer_state,
-        b.other_static,
-        b.activations,
-        b.cached,
-        b.non_pytorch,
+        Some(b.other_static),
+        Some(b.activations),
+        Some(b.cached),
+        Some(b.non_pytorch),
     ];
     std::array::from_fn(|i| (BREAKDOWN_PARTS[i], bytes[i]))
+}
+
+/// Why the parts of a breakdown that were not measured were not, one sentence each.
+fn breakdown_gaps(b: &Breakdown) -> Vec<String> {
+    let mut out = Vec::new();
+    if b.weights.is_none() {
+        out.push(
+            "Weights after setup: not measured — no setup_model print gave allocated memory; \
+             they are part of “other static”."
+                .to_owned(),
+        );
+    }
+    if b.optimizer_state.is_none() {
+        out.push(
+            "Optimizer state: not measured — group 6 prints only after a checkpoint load (a run \
+             from scratch creates its optimizer state in its first optimizer step, after the \
+             pipeline); anything held is part of “other static”."
+                .to_owned(),
+        );
+    }
+    out
 }
 
 fn breakdown_table(b: &Breakdown) -> Table {
     let mut t = Table::new(&[("part", false), ("GiB", true), ("share", true)]);
     for (name, bytes) in breakdown_parts(b) {
-        let share = if b.total > 0 {
-            bytes as f64 * 100.0 / b.total as f64
-        } else {
-            0.0
+        let share = match bytes {
+            Some(bytes) if b.total > 0 => format!("{:.1}%", bytes as f64 * 100.0 / b.total as f64),
+            Some(_) => "0.0%".to_owned(),
+            None => NOT_APPLICABLE.to_owned(),
         };
         t.rows
-            .push(vec![name.to_owned(), gib(bytes), format!("{share:.1}%")]);
+            .push(vec![name.to_owned(), measured(bytes, gib), share]);
     }
     t.rows
         .push(vec!["total".to_owned(), gib(b.total), "100.0%".to_owned()]);

@@ -34,6 +34,7 @@ pub fn render(doc: &[Block]) -> String {
                 table_md(table, &mut out);
                 out.push('\n');
             }
+            Block::Charts { .. } => {}
         }
     }
     out

@@ -7,9 +7,11 @@
 //! page and its charts) comes from [`crate::present`].
 
 pub mod doc;
+pub mod estimate;
 pub mod html;
 pub mod markdown;
 pub mod text;
+pub mod view;
 
 use std::io::Write as _;
 

@@ -45,6 +45,7 @@ pub fn render(doc: &[Block], color: bool) -> String {
                 out += &table.to_text(Border::Grid);
                 out.push('\n');
             }
+            Block::Charts { .. } => {}
         }
     }
     out

@@ -1,0 +1,322 @@
+//! `report --estimate`: PithTrain's own memory estimator run for each run's profiled pp ranks
+//! and set beside what the prints measured ([`crate::estimate`] does the running and the
+//! pairing; this module feeds it from the report).
+//!
+//! Contract, per run:
+//! - **Settings** come from PithTrain's `launch(cfg=…)` line in the run's logs (the K-th such
+//!   line of the run's first file for the K-th run beginning in that file, else the first one
+//!   of any of its files), overridden by the flags ([`EstimateOptions::overrides`]).
+//! - **The tree** is `--repo`; else the PithTrain checkout at or above the current directory
+//!   (the first directory holding `pithtrain/__init__.py`); else the tree the logs name in
+//!   their paths (`…/pithtrain/…` in a traceback or a warning), when that directory exists.
+//! - **Measured** is read from the run's report, the same figures the plain report shows: per
+//!   pp rank, the lowest global rank with pipeline prints stands for it; its pipeline prints up
+//!   to the first `After Step8` (the first `step()`), its `setup_model | after apply_fsdp`
+//!   allocated, its checkpoint's optimizer state, and its complete saved-tensor groups.
+//! - Anything that stops the estimate (no tree, no estimator in it, a missing setting, the
+//!   estimator failing or timing out) becomes the section's `error`, one line; the rest of the
+//!   report is unchanged and `report` still succeeds.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use regex::Regex;
+use serde::Serialize;
+
+use super::parse::PipelineKind;
+use super::schema::{RankReport, Report, Run, SetupPhase};
+use crate::estimate::compare::{MeasuredPrint, MeasuredSaved};
+use crate::estimate::schedule::PrintPoint;
+use crate::estimate::{
+    EstimatorOptions, LoggedConfig, Measured, Overrides, RankComparison, RunSettings, Tolerance,
+    compare, estimate,
+};
+
+/// How to run the estimator for `report --estimate`.
+#[derive(Debug, Clone)]
+pub struct EstimateOptions {
+    /// `--repo`: the PithTrain checkout holding `tools/memory_estimator/`.
+    pub repo: Option<PathBuf>,
+    /// `--python`: the interpreter (default `python3`).
+    pub python: Option<OsString>,
+    /// `--estimate-timeout`, per interpreter run.
+    pub timeout: Duration,
+    /// `--tolerance`.
+    pub tolerance: Tolerance,
+    /// `--config`, `--seq-len`, … : what replaces the log's settings.
+    pub overrides: Overrides,
+}
+
+impl Default for EstimateOptions {
+    fn default() -> Self {
+        Self {
+            repo: None,
+            python: None,
+            timeout: Duration::from_secs(120),
+            tolerance: Tolerance::default(),
+            overrides: Overrides::default(),
+        }
+    }
+}
+
+/// A run's `estimate` section.
+#[derive(Debug, Clone, Serialize)]
+pub struct EstimateSection {
+    /// The PithTrain tree whose estimator ran (or was looked for); `None` when none was found.
+    pub tree: Option<String>,
+    /// What the estimator was run with; `None` when the settings could not be made.
+    pub settings: Option<RunSettings>,
+    /// One comparison per profiled pp rank, by pp rank.
+    pub ranks: Vec<RankEstimate>,
+    /// Why there is no comparison, in one line; `None` when the estimator ran.
+    pub error: Option<String>,
+}
+
+/// One pp rank: the global rank whose prints stand for it, and the comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankEstimate {
+    /// The global rank whose prints were compared.
+    pub rank: u32,
+    /// Events, components, peak, verdict and notes.
+    #[serde(flatten)]
+    pub comparison: RankComparison,
+}
+
+/// Runs the estimator for every run of `report` and sets each run's `estimate`.
+pub fn attach(report: &mut Report, opts: &EstimateOptions) {
+    let logs = read_logs(report);
+    for n in 0..report.runs.len() {
+        let logged = logged_config(report, n, &logs);
+        let named_tree = report.runs[n]
+            .sources
+            .iter()
+            .find_map(|s| logs.get(s).and_then(|l| l.named_tree.clone()));
+        let section = section(&report.runs[n], logged.as_ref(), named_tree, opts);
+        report.runs[n].estimate = Some(section);
+    }
+}
+
+fn section(
+    run: &Run,
+    logged: Option<&LoggedConfig>,
+    named_tree: Option<PathBuf>,
+    opts: &EstimateOptions,
+) -> EstimateSection {
+    let mut out = EstimateSection {
+        tree: None,
+        settings: None,
+        ranks: Vec::new(),
+        error: None,
+    };
+    let profiled = profiled_ranks(run);
+    if profiled.is_empty() {
+        out.error = Some("no rank printed the pipeline, so there is nothing to compare".to_owned());
+        return out;
+    }
+    let cwd = std::env::current_dir().ok();
+    let tree = opts
+        .repo
+        .clone()
+        .or_else(|| cwd.as_deref().and_then(checkout_at_or_above))
+        .or(named_tree);
+    let Some(tree) = tree else {
+        out.error = Some(
+            "no PithTrain checkout found (none at or above the current directory, none named \
+             in the log's paths); pass --repo with one that has tools/memory_estimator/"
+                .to_owned(),
+        );
+        return out;
+    };
+    out.tree = Some(tree.display().to_string());
+    let settings = match RunSettings::resolve(logged, &opts.overrides, &tree) {
+        Ok(s) => s,
+        Err(e) => {
+            out.error = Some(e.to_string());
+            return out;
+        }
+    };
+    let mut options = EstimatorOptions::new(&tree);
+    if let Some(python) = &opts.python {
+        options.python = python.clone();
+    }
+    options.timeout = opts.timeout;
+    let pp_ranks: Vec<u32> = profiled.keys().copied().collect();
+    let estimates = estimate(&options, &settings, &pp_ranks);
+    out.settings = Some(settings);
+    match estimates {
+        Ok(estimates) => {
+            for e in &estimates {
+                let Some(rank) = profiled.get(&e.pp_rank) else {
+                    continue;
+                };
+                out.ranks.push(RankEstimate {
+                    rank: rank.rank,
+                    comparison: compare(e, &measured(rank, e.pp_rank), opts.tolerance),
+                });
+            }
+        }
+        Err(e) => out.error = Some(e.to_string()),
+    }
+    out
+}
+
+/// Per pp rank, the lowest global rank that printed the pipeline.
+fn profiled_ranks(run: &Run) -> BTreeMap<u32, &RankReport> {
+    let mut out = BTreeMap::new();
+    for r in &run.ranks {
+        if let (Some(pp), false) = (r.pp, r.pipeline.is_empty()) {
+            out.entry(pp).or_insert(r);
+        }
+    }
+    out
+}
+
+/// What the prints of `rank` measured in its first `step()`, as the plain report has it.
+pub fn measured(rank: &RankReport, pp_rank: u32) -> Measured {
+    let end = rank
+        .pipeline
+        .iter()
+        .position(|e| e.kind == PipelineKind::AfterStep8)
+        .map_or(rank.pipeline.len(), |i| i + 1);
+    let pipeline = rank.pipeline[..end]
+        .iter()
+        .filter_map(|e| {
+            Some(MeasuredPrint {
+                point: PrintPoint::parse(&e.label())?,
+                allocated: e.allocated,
+                cached: e.cached,
+                non_pytorch: e.non_pytorch,
+            })
+        })
+        .collect();
+    let params_after_setup = rank
+        .setup
+        .iter()
+        .rev()
+        .find(|e| e.phase == SetupPhase::SetupModel && e.label == "after apply_fsdp")
+        .and_then(|e| e.allocated);
+    let mut saved_tensors: Vec<MeasuredSaved> = Vec::new();
+    for g in rank.saved_tensors.iter().filter(|g| g.complete) {
+        let (Some(layer), Some(stage)) = (
+            g.layer,
+            g.stage.strip_prefix("stage").and_then(|s| s.parse().ok()),
+        ) else {
+            continue;
+        };
+        if !saved_tensors
+            .iter()
+            .any(|s| (s.layer, s.stage) == (layer, stage))
+        {
+            saved_tensors.push(MeasuredSaved {
+                layer,
+                stage,
+                activations: g.activations,
+            });
+        }
+    }
+    Measured {
+        pp_rank,
+        pipeline,
+        params_after_setup,
+        optimizer_state: rank.checkpoint.as_ref().map(|c| c.optimizer_state),
+        saved_tensors,
+    }
+}
+
+/// What one log says for the estimate: its config lines in order and a tree its paths name.
+#[derive(Default)]
+struct LogFacts {
+    configs: Vec<LoggedConfig>,
+    named_tree: Option<PathBuf>,
+}
+
+/// `…/pithtrain/…` in a path the log prints: the prefix is a PithTrain tree.
+static TREE_PATH: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#"(/[^\s'"():,]*?)/pithtrain/"#).expect("valid regex"));
+
+/// Reads every input once more for the lines the report's scan does not keep.
+fn read_logs(report: &Report) -> BTreeMap<String, LogFacts> {
+    let mut out = BTreeMap::new();
+    for input in &report.inputs {
+        let mut facts = LogFacts::default();
+        if let Ok(reader) = super::lines::open(Path::new(input)) {
+            let mut reader = std::io::BufReader::new(reader);
+            let mut line = Vec::new();
+            while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                let text = String::from_utf8_lossy(&line);
+                if text.contains("launch(cfg=")
+                    && let Some(config) = LoggedConfig::parse(&text)
+                {
+                    facts.configs.push(config);
+                }
+                if facts.named_tree.is_none() && text.contains("/pithtrain/") {
+                    facts.named_tree = TREE_PATH.captures_iter(&text).find_map(|c| {
+                        let tree = PathBuf::from(&c[1]);
+                        tree.join("pithtrain").is_dir().then_some(tree)
+                    });
+                }
+                line.clear();
+            }
+        }
+        out.insert(input.clone(), facts);
+    }
+    out
+}
+
+/// The config line of run `n` (see the module doc).
+fn logged_config(
+    report: &Report,
+    n: usize,
+    logs: &BTreeMap<String, LogFacts>,
+) -> Option<LoggedConfig> {
+    let run = &report.runs[n];
+    let first = run.sources.first()?;
+    let earlier = report.runs[..n]
+        .iter()
+        .filter(|r| r.sources.first() == Some(first))
+        .count();
+    logs.get(first)
+        .and_then(|l| l.configs.get(earlier))
+        .or_else(|| {
+            run.sources
+                .iter()
+                .find_map(|s| logs.get(s).and_then(|l| l.configs.first()))
+        })
+        .cloned()
+}
+
+/// The first directory at or above `dir` that holds the `pithtrain` package.
+fn checkout_at_or_above(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join("pithtrain").join("__init__.py").is_file())
+        .map(Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkout_is_found_at_or_above_a_directory() {
+        let tree = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tree.path().join("pithtrain")).unwrap();
+        std::fs::write(tree.path().join("pithtrain/__init__.py"), "").unwrap();
+        let deep = tree.path().join("examples/pretrain_lm");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(checkout_at_or_above(&deep).as_deref(), Some(tree.path()));
+        let elsewhere = tempfile::tempdir().unwrap();
+        assert_eq!(checkout_at_or_above(elsewhere.path()), None);
+    }
+
+    #[test]
+    fn a_path_in_the_log_names_the_tree_it_is_in() {
+        let line =
+            r#"  File "/opt/runs/pith-train/pithtrain/dualpipe/dualpipev.py", line 612, in step"#;
+        let c = TREE_PATH.captures(line).unwrap();
+        assert_eq!(&c[1], "/opt/runs/pith-train");
+    }
+}

@@ -1,0 +1,296 @@
+//! One view of a run's memory: the step-0 prints' peak, PithTrain's own per-step
+//! `peak-gpu-memory`, and the step-0 memory snapshots, side by side.
+//!
+//! What each sees: the prints sample `torch.cuda.memory_allocated()` at fixed points of the
+//! pipeline schedule of the first step; PithTrain's step line reports
+//! `torch.cuda.max_memory_allocated()` over its whole `train_step` (pipeline, gradient clipping,
+//! optimizer step), the highest of all ranks; the snapshot records every allocation of the first
+//! `model.step()` (the pipeline only). So the snapshot's peak minus the prints' is what was
+//! allocated and freed again between two prints, and the step line's peak minus the prints' is
+//! that plus what the optimizer step needed.
+//!
+//! Contract:
+//! - [`prints_and_steps`] reads only the run (no I/O).
+//! - [`attach_snapshots`] finds each snapshot a rank printed (`Memory snapshot saved to PATH`):
+//!   PATH as printed, then PATH under the printing log's folder when it is relative, then a
+//!   file of PATH's name in the log's folder; each also with `.gz` or `.zst` appended. Files
+//!   given with `--snapshots` (directories expand to their pickles) replace a printed one of
+//!   the same name (compression suffix aside); one matching no printed name joins the run when
+//!   there is only one, and is listed as skipped otherwise. When several runs print a path that
+//!   finds the same file, it is the last one's (a later run overwrites an earlier one's file);
+//!   the others say so. Snapshots are read through [`crate::snapshot::load`]; one that cannot be
+//!   read keeps its error and the rest of the report is unchanged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::schema::{
+    HeldBy, MemoryView, PrintsPeak, Report, Run, SkippedInput, SnapshotView, StepsView,
+};
+use crate::snapshot;
+
+/// Stack groups kept per snapshot.
+const TOP_STACKS: usize = 5;
+
+/// The prints' peak and the step lines beside it; `snapshots` left empty.
+pub fn prints_and_steps(run: &Run) -> MemoryView {
+    let prints_peak = run.summary.peak_rank.and_then(|rank| {
+        let p = run.summary.peaks.iter().find(|p| p.rank == rank)?;
+        Some(PrintsPeak {
+            rank,
+            pp: p.pp,
+            label: p.label.clone(),
+            allocated: p.allocated,
+        })
+    });
+    let steps = run.training.as_ref().map(|t| {
+        let profiled = t.first_step_peak_gpu_memory;
+        StepsView {
+            profiled_step: t.first_step,
+            profiled_step_peak: profiled,
+            unseen_by_prints: profiled
+                .zip(prints_peak.as_ref())
+                .map(|(s, p)| s - p.allocated),
+            peak_step: t.peak_step,
+            peak: t.peak_gpu_memory,
+            later_steps_above: t.peak_gpu_memory.zip(profiled).map(|(p, f)| p - f),
+        }
+    });
+    MemoryView {
+        prints_peak,
+        steps,
+        snapshots: Vec::new(),
+    }
+}
+
+/// A snapshot to read for a run: which run, which rank, what the log printed.
+struct Wanted {
+    run: usize,
+    rank: Option<u32>,
+    printed: Option<String>,
+    after_oom: bool,
+    found: Option<PathBuf>,
+    error: Option<String>,
+}
+
+/// Finds, reads and sets beside the prints every snapshot of every run (see the module doc).
+pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
+    let mut wanted = printed_snapshots(report);
+    let given = match snapshot::expand_inputs(given) {
+        Ok(files) => files,
+        Err(err) => {
+            report.skipped.push(SkippedInput {
+                path: given_names(given),
+                reason: format!("cannot list the snapshots given: {err}"),
+            });
+            Vec::new()
+        }
+    };
+    for file in given {
+        let name = bare_name(&file);
+        let matching: Vec<&mut Wanted> = wanted
+            .iter_mut()
+            .filter(|w| w.printed.as_deref().map(|p| bare_name(Path::new(p))) == Some(name.clone()))
+            .collect();
+        if !matching.is_empty() {
+            for w in matching {
+                w.found = Some(file.clone());
+                w.error = None;
+            }
+        } else if report.runs.len() == 1 {
+            wanted.push(Wanted {
+                run: 0,
+                rank: snapshot::rank_of(&file),
+                printed: None,
+                after_oom: false,
+                found: Some(file),
+                error: None,
+            });
+        } else {
+            report.skipped.push(SkippedInput {
+                path: file.display().to_string(),
+                reason: "a snapshot whose run cannot be told: its name matches no \
+                         `Memory snapshot saved to` line of these logs"
+                    .to_owned(),
+            });
+        }
+    }
+    claim_by_the_last_run(&mut wanted);
+    let mut loaded: BTreeMap<PathBuf, Result<snapshot::SnapshotReport, String>> = BTreeMap::new();
+    for w in wanted {
+        let run = &mut report.runs[w.run];
+        let prints_peak = w.rank.and_then(|rank| {
+            run.ranks
+                .iter()
+                .find(|r| r.rank == rank)
+                .and_then(|r| r.peak.as_ref())
+                .map(|p| p.allocated)
+        });
+        let mut view = SnapshotView {
+            rank: w.rank,
+            printed_path: w.printed,
+            after_oom: w.after_oom,
+            path: w.found.as_ref().map(|p| p.display().to_string()),
+            error: w.error,
+            peak_allocated: None,
+            allocated_at_end: None,
+            freed_after_peak: None,
+            gap_to_prints: None,
+            prints_peak,
+            top_stacks: Vec::new(),
+        };
+        if let Some(path) = &w.found {
+            let result = loaded
+                .entry(path.clone())
+                .or_insert_with(|| snapshot::load(path, true).map_err(|e| e.to_string()));
+            match result {
+                Ok(s) => fill(&mut view, s),
+                Err(e) => view.error = Some(format!("not read: {e}")),
+            }
+        }
+        run.memory.snapshots.push(view);
+    }
+}
+
+/// Each snapshot a rank of a run printed, with the file found for it (or why none was).
+fn printed_snapshots(report: &Report) -> Vec<Wanted> {
+    let mut out = Vec::new();
+    for (n, run) in report.runs.iter().enumerate() {
+        for rank in &run.ranks {
+            for s in &rank.snapshots {
+                let log = Path::new(&report.inputs[s.source]);
+                let found = locate(Path::new(&s.path), log);
+                let error = found.is_none().then(|| {
+                    format!(
+                        "not found: neither {} nor a file of its name beside {} (pass it with \
+                         --snapshots)",
+                        s.path,
+                        log.display()
+                    )
+                });
+                out.push(Wanted {
+                    run: n,
+                    rank: Some(rank.rank),
+                    printed: Some(s.path.clone()),
+                    after_oom: s.after_oom,
+                    found,
+                    error,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A file that one path found for several runs belongs to the last of them.
+fn claim_by_the_last_run(wanted: &mut [Wanted]) {
+    let mut last: BTreeMap<PathBuf, usize> = BTreeMap::new();
+    for w in wanted.iter() {
+        if let Some(path) = &w.found {
+            let entry = last.entry(path.clone()).or_insert(w.run);
+            *entry = (*entry).max(w.run);
+        }
+    }
+    for w in wanted.iter_mut() {
+        let Some(path) = &w.found else { continue };
+        if last[path] != w.run {
+            w.error = Some(format!(
+                "{} is taken for a later run of these logs, which printed the same path and \
+                 overwrote this run's file",
+                path.display()
+            ));
+            w.found = None;
+        }
+    }
+}
+
+/// Where the snapshot a log printed as `printed` lies (see the module doc).
+fn locate(printed: &Path, log: &Path) -> Option<PathBuf> {
+    let folder = log.parent().unwrap_or(Path::new(""));
+    let mut candidates = vec![printed.to_path_buf()];
+    if printed.is_relative() {
+        candidates.push(folder.join(printed));
+    }
+    if let Some(name) = printed.file_name() {
+        candidates.push(folder.join(name));
+    }
+    candidates.into_iter().find_map(|c| {
+        [None, Some("gz"), Some("zst")].into_iter().find_map(|ext| {
+            let path = match ext {
+                None => c.clone(),
+                Some(ext) => {
+                    let mut name = c.clone().into_os_string();
+                    name.push(".");
+                    name.push(ext);
+                    PathBuf::from(name)
+                }
+            };
+            path.is_file().then_some(path)
+        })
+    })
+}
+
+/// A file's name without a `.gz`/`.zst` suffix.
+fn bare_name(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.strip_suffix(".gz")
+        .or_else(|| name.strip_suffix(".zst"))
+        .map_or_else(|| name.clone(), str::to_owned)
+}
+
+fn given_names(given: &[PathBuf]) -> String {
+    let names: Vec<String> = given.iter().map(|p| p.display().to_string()).collect();
+    names.join(", ")
+}
+
+fn fill(view: &mut SnapshotView, report: &snapshot::SnapshotReport) {
+    let device = report.primary();
+    let bytes = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
+    let peak = bytes(device.peak_allocated_bytes);
+    let end = bytes(device.allocated_bytes);
+    view.peak_allocated = Some(peak);
+    view.allocated_at_end = Some(end);
+    view.freed_after_peak = Some(peak - end);
+    view.gap_to_prints = view.prints_peak.map(|p| peak - p);
+    if view.rank.is_none() {
+        view.rank = report.rank;
+    }
+    view.top_stacks = device
+        .peak_stacks
+        .iter()
+        .take(TOP_STACKS)
+        .map(|g| HeldBy {
+            frame: g.frame.clone(),
+            bytes: bytes(g.bytes),
+            count: g.count,
+        })
+        .collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_printed_path_is_found_as_printed_beside_the_log_and_compressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("run.log");
+        let gz = dir.path().join("memory_snapshot_rank0_step0.pickle.gz");
+        std::fs::write(&gz, b"x").unwrap();
+        let printed = Path::new("/gone/snapdir/memory_snapshot_rank0_step0.pickle");
+        assert_eq!(locate(printed, &log), Some(gz.clone()));
+        let sub = dir.path().join("snaps");
+        std::fs::create_dir(&sub).unwrap();
+        let relative = sub.join("memory_snapshot_rank1_step0.pickle");
+        std::fs::write(&relative, b"x").unwrap();
+        assert_eq!(
+            locate(Path::new("snaps/memory_snapshot_rank1_step0.pickle"), &log),
+            Some(relative)
+        );
+        assert_eq!(locate(Path::new("/gone/other.pickle"), &log), None);
+        assert_eq!(bare_name(&gz), "memory_snapshot_rank0_step0.pickle");
+    }
+}

@@ -1,0 +1,174 @@
+//! The document's section on PithTrain's memory estimator: per profiled pp rank the verdict,
+//! the events and components side by side, the peak, and the estimate's notes.
+//!
+//! Contract: [`estimate_section`] adds nothing without `--estimate`; when the estimate could not
+//! be made it adds one warning with the reason and nothing else. An absent side prints as
+//! "not estimated" / "not measured", never as 0.
+
+use crate::estimate::compare::{Component, Direction, Pair};
+use crate::present::numbers::{gib, signed_gib};
+use crate::present::table::Table;
+use crate::report::estimate::{EstimateSection, RankEstimate};
+use crate::report::schema::Run;
+
+use super::doc::{Block, NOT_APPLICABLE, NOT_MEASURED, Tone};
+
+const NOT_ESTIMATED: &str = "not estimated";
+
+/// Adds the run's estimate section, if `--estimate` made one.
+pub fn estimate_section(run: &Run, out: &mut Vec<Block>) {
+    let Some(section) = &run.estimate else {
+        return;
+    };
+    out.push(Block::Heading {
+        level: 2,
+        text: "PithTrain's memory estimator beside the prints".to_owned(),
+    });
+    if let Some(error) = &section.error {
+        out.push(Block::Note {
+            tone: Tone::Warning,
+            text: format!("No estimate: {error}."),
+        });
+        return;
+    }
+    out.push(Block::Text(settings_line(section)));
+    for rank in &section.ranks {
+        rank_blocks(rank, out);
+    }
+}
+
+fn settings_line(section: &EstimateSection) -> String {
+    let tree = section.tree.as_deref().unwrap_or("?");
+    let Some(s) = &section.settings else {
+        return format!("Estimated by the memory estimator of {tree}.");
+    };
+    format!(
+        "Estimated by {tree}/tools/memory_estimator for {}: sequence {}, micro-batch {}, global \
+         batch {}, pp {}, ep {}, cp {}, {} GPUs{}.",
+        s.model_config.display(),
+        s.sequence_length,
+        s.micro_batch_size,
+        s.global_batch_size,
+        s.pp,
+        s.ep,
+        s.cp,
+        s.world,
+        if s.world_assumed { " (assumed)" } else { "" }
+    )
+}
+
+/// `0.15 GiB`.
+fn gib_unit(bytes: i64) -> String {
+    format!("{} GiB", gib(bytes))
+}
+
+/// `+0.02 GiB`.
+fn signed_gib_unit(bytes: i64) -> String {
+    format!("{} GiB", signed_gib(bytes))
+}
+
+/// `4.86 MiB`: saved tensors are MiB-sized.
+fn mib_unit(bytes: i64) -> String {
+    format!("{:.2} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+/// `+1.20 MiB`.
+fn signed_mib_unit(bytes: i64) -> String {
+    format!("{:+.2} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+/// The cells of one pair, sizes written with `size` and `signed`: estimated, measured,
+/// difference, %, off.
+fn pair_cells(pair: &Pair, size: fn(i64) -> String, signed: fn(i64) -> String) -> [String; 5] {
+    [
+        pair.estimated_bytes
+            .map_or_else(|| NOT_ESTIMATED.to_owned(), size),
+        pair.measured_bytes
+            .map_or_else(|| NOT_MEASURED.to_owned(), size),
+        pair.diff_bytes
+            .map_or_else(|| NOT_APPLICABLE.to_owned(), signed),
+        pair.diff_pct
+            .map_or_else(|| NOT_APPLICABLE.to_owned(), |p| format!("{p:+.0}%")),
+        match pair.off {
+            Some(Direction::Over) => "over".to_owned(),
+            Some(Direction::Under) => "under".to_owned(),
+            None => String::new(),
+        },
+    ]
+}
+
+const EVENT_PAIR_COLUMNS: [(&str, bool); 5] = [
+    ("estimated GiB", true),
+    ("measured GiB", true),
+    ("difference GiB", true),
+    ("%", true),
+    ("off", false),
+];
+
+const PAIR_COLUMNS: [(&str, bool); 5] = [
+    ("estimated", true),
+    ("measured", true),
+    ("difference", true),
+    ("%", true),
+    ("off", false),
+];
+
+fn rank_blocks(r: &RankEstimate, out: &mut Vec<Block>) {
+    let c = &r.comparison;
+    out.push(Block::Heading {
+        level: 3,
+        text: format!("pp rank {} (the prints of rank {})", c.pp_rank, r.rank),
+    });
+    out.push(Block::Text(format!("Verdict: {}.", c.verdict.line)));
+    let p = &c.peak;
+    let seen = p.print_at_estimator_peak.as_deref().map_or_else(
+        || "which no print sees".to_owned(),
+        |l| format!("seen by {l}"),
+    );
+    let measured = match (&p.measured_print, p.pair.measured_bytes) {
+        (Some(label), Some(bytes)) => format!("the prints at {label} ({} GiB)", gib(bytes)),
+        _ => "the prints: not measured".to_owned(),
+    };
+    out.push(Block::Text(format!(
+        "Peak: the estimator at {} ({} GiB, {seen}); {measured}.",
+        p.estimator_event,
+        p.pair
+            .estimated_bytes
+            .map_or_else(|| NOT_ESTIMATED.to_owned(), gib),
+    )));
+    let mut events = Table::new(
+        &[
+            [("print", false), ("estimator event", false)].as_slice(),
+            &EVENT_PAIR_COLUMNS,
+        ]
+        .concat(),
+    );
+    for e in &c.events {
+        let mut row = vec![
+            e.print.clone().unwrap_or_else(|| NOT_APPLICABLE.to_owned()),
+            e.estimator_event
+                .clone()
+                .unwrap_or_else(|| NOT_APPLICABLE.to_owned()),
+        ];
+        row.extend(pair_cells(&e.pair, gib, signed_gib));
+        events.rows.push(row);
+    }
+    out.push(Block::Table(events));
+    let mut components = Table::new(&[[("component", false)].as_slice(), &PAIR_COLUMNS].concat());
+    for comp in &c.components {
+        let mut row = vec![comp.label.clone()];
+        row.extend(if comp.component == Component::SavedTensors {
+            pair_cells(&comp.pair, mib_unit, signed_mib_unit)
+        } else {
+            pair_cells(&comp.pair, gib_unit, signed_gib_unit)
+        });
+        components.rows.push(row);
+    }
+    out.push(Block::Table(components));
+    for note in &c.notes {
+        out.push(Block::Text(format!(
+            "Note: {}.",
+            note.trim_end_matches('.')
+        )));
+    }
+}

@@ -1,0 +1,145 @@
+//! What makes a run: where one launch of the training ends and the next begins, and what each
+//! run is called.
+//!
+//! The rule, read off the kept real logs (`tests/data/e2e/`): every launch of an instrumented
+//! PithTrain prints, per printing rank, `init_process_group` first, then `init_device_mesh` and
+//! the `setup_model` prints, and only then a checkpoint load and the pipeline. So a rank
+//! *relaunches* when it prints
+//!
+//! - `init_process_group` after it has printed anything in the current run, or
+//! - `setup_model | before model creation` after it has printed anything past setup (a
+//!   checkpoint load, a pipeline print, a probe, …), for trees whose distributed prints are
+//!   missing,
+//!
+//! and the first relaunching print starts a new run. Inputs are read in order as one stream, so
+//! a file that launches the same ranks again (another run in the same folder, a restart appended
+//! to the same log) starts a new run, while files whose ranks do not overlap (one log per node)
+//! or that go on where the previous one stopped (a rotated log) stay in the run. Repeated
+//! `Before pipeline` prints without setup in between are more profiled steps of the same run,
+//! not a new one. Lines the report does not read (torchrun's banner, PithTrain's
+//! `launch(cfg=…)` config line) play no part: both come after a launch's first prints or are not
+//! scanned for. Two runs that print disjoint ranks and follow each other cannot be told apart by
+//! this rule and read as one.
+
+use std::collections::BTreeSet;
+
+use super::parse::Event;
+
+/// What one rank has printed in the current run, as far as telling launches apart goes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RankProgress {
+    printed: bool,
+    past_setup: bool,
+}
+
+impl RankProgress {
+    /// Whether `event`, printed next by this rank, begins a new launch (see the module doc).
+    pub fn relaunches(&self, event: &Event<'_>) -> bool {
+        match event {
+            Event::ProcessGroup { .. } => self.printed,
+            Event::Setup { label, .. } => self.past_setup && *label == "before model creation",
+            _ => false,
+        }
+    }
+
+    /// Notes that this rank printed `event`.
+    pub fn record(&mut self, event: &Event<'_>) {
+        self.printed = true;
+        let setup = matches!(
+            event,
+            Event::ProcessGroup { .. } | Event::DeviceMesh { .. } | Event::Setup { .. }
+        );
+        self.past_setup |= !setup;
+    }
+}
+
+/// Most sources named one by one in a run's name; more are summarised.
+const NAMED_SOURCES: usize = 3;
+
+/// The name of each run, given the sources (indices into `inputs`) of every run in order: the
+/// sources joined with ` + `, and `, launch K` when several runs share their first source.
+pub fn names(runs: &[BTreeSet<usize>], inputs: &[String]) -> Vec<String> {
+    runs.iter()
+        .enumerate()
+        .map(|(n, sources)| {
+            let listed: Vec<&str> = sources.iter().map(|&s| inputs[s].as_str()).collect();
+            let mut name = match (listed.first(), listed.last()) {
+                (Some(first), Some(last)) if listed.len() > NAMED_SOURCES => {
+                    format!("{first} … {last} ({} files)", listed.len())
+                }
+                _ => listed.join(" + "),
+            };
+            if let Some(&first) = sources.first() {
+                let sharing: Vec<usize> = (0..runs.len())
+                    .filter(|&m| runs[m].first() == Some(&first))
+                    .collect();
+                if sharing.len() > 1 {
+                    let k = sharing.iter().position(|&m| m == n).unwrap_or(0) + 1;
+                    name += &format!(", launch {k}");
+                }
+            }
+            name
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::parse::{Detail, Event};
+
+    const DETAIL: Detail = Detail {
+        allocated: 0,
+        cached: 0,
+        non_pytorch: 0,
+    };
+
+    fn group() -> Event<'static> {
+        Event::ProcessGroup {
+            cuda_context: 0,
+            after_nccl_world: 0,
+            nccl_world_cost: 0,
+        }
+    }
+
+    fn setup(label: &'static str) -> Event<'static> {
+        Event::Setup {
+            label,
+            detail: DETAIL,
+        }
+    }
+
+    #[test]
+    fn a_rank_relaunches_when_it_prints_its_setup_again() {
+        let mut p = RankProgress::default();
+        assert!(!p.relaunches(&group()), "the first print of a run");
+        p.record(&group());
+        p.record(&setup("before model creation"));
+        assert!(
+            !p.relaunches(&setup("before model creation")),
+            "still in setup"
+        );
+        assert!(p.relaunches(&group()));
+        p.record(&Event::Snapshot { path: "x" });
+        assert!(p.relaunches(&setup("before model creation")));
+        assert!(!p.relaunches(&setup("after apply_fsdp")));
+    }
+
+    #[test]
+    fn runs_are_named_after_their_sources_and_launch() {
+        let inputs: Vec<String> = ["a.log", "b.log", "c.log", "d.log"]
+            .map(String::from)
+            .into();
+        let runs = [
+            BTreeSet::from([0]),
+            BTreeSet::from([0, 1]),
+            BTreeSet::from([2]),
+            BTreeSet::from([0, 1, 2, 3]),
+        ];
+        assert_eq!(
+            names(&runs[..3], &inputs),
+            ["a.log, launch 1", "a.log + b.log, launch 2", "c.log"]
+        );
+        assert_eq!(names(&runs[3..], &inputs), ["a.log … d.log (4 files)"]);
+    }
+}

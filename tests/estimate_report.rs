@@ -1,0 +1,490 @@
+//! `memprints report --estimate` end to end: on each kept real log, against a fake estimator tree
+//! that replays the driver outputs recorded in `tests/data/estimate/` (so no PithTrain is
+//! needed), and against the real tree when `MEMPRINTS_PITHTRAIN` names one.
+
+mod support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const E2E: &str = "tests/data/e2e";
+
+/// The kept logs, the recorded estimate of the same settings, and the run's model config.
+const RUNS: [(&str, &str, &str); 3] = [
+    (
+        "qwen3-tiny-pp1-instr.log",
+        "qwen3-tiny-pp1",
+        "qwen3-moe-tiny.json",
+    ),
+    (
+        "qwen3-tiny-pp1-resume.log",
+        "qwen3-tiny-pp1",
+        "qwen3-moe-tiny.json",
+    ),
+    (
+        "dsv2-tiny-pp1-instr.log",
+        "dsv2-tiny-pp1",
+        "deepseek-v2-tiny.json",
+    ),
+];
+
+fn root() -> &'static Path {
+    support::root()
+}
+
+/// A temp PithTrain look-alike whose estimator replays `tests/data/estimate/<recorded>.json`.
+fn fake_tree(recorded: &str) -> tempfile::TempDir {
+    let tree = tempfile::tempdir().unwrap();
+    let package = tree.path().join("tools/memory_estimator");
+    fs::create_dir_all(&package).unwrap();
+    fs::create_dir_all(tree.path().join("pithtrain")).unwrap();
+    fs::write(tree.path().join("pithtrain/__init__.py"), "").unwrap();
+    fs::write(tree.path().join("tools/__init__.py"), "").unwrap();
+    fs::write(package.join("__init__.py"), "").unwrap();
+    fs::copy(
+        root().join("tests/data/estimate/fake_estimator.py"),
+        package.join("__main__.py"),
+    )
+    .unwrap();
+    fs::copy(
+        root().join(format!("tests/data/estimate/{recorded}.json")),
+        package.join("recorded.json"),
+    )
+    .unwrap();
+    tree
+}
+
+fn config(name: &str) -> PathBuf {
+    root().join("e2e/configs").join(name)
+}
+
+fn report(cwd: &Path, args: &[&str]) -> String {
+    let out = Command::cargo_bin("memprints")
+        .unwrap()
+        .current_dir(cwd)
+        .arg("report")
+        .args(args)
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
+fn json(cwd: &Path, args: &[&str]) -> Value {
+    let report: Value =
+        serde_json::from_str(&report(cwd, &[args, &["--format", "json"]].concat())).unwrap();
+    let schema: Value = serde_json::from_str(
+        &fs::read_to_string(root().join("schema/report.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let errors = support::schema::validate(&schema, &report);
+    assert!(
+        errors.is_empty(),
+        "schema violations:\n{}",
+        errors.join("\n")
+    );
+    report
+}
+
+fn log(name: &str) -> String {
+    root().join(E2E).join(name).display().to_string()
+}
+
+fn estimate_args<'a>(log: &'a str, tree: &'a Path, config: &'a Path) -> Vec<&'a str> {
+    vec![
+        log,
+        "--estimate",
+        "--repo",
+        tree.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]
+}
+
+/// Every measured figure of `estimate` is the plain report's figure for the same thing.
+fn assert_measured_as_in_the_plain_report(plain: &Value, estimate: &Value, what: &str) {
+    let rank = &plain["ranks"][0];
+    let pipeline = rank["pipeline"].as_array().unwrap();
+    let events = estimate["events"].as_array().unwrap();
+    let printed: Vec<&Value> = events.iter().filter(|e| !e["print"].is_null()).collect();
+    assert_eq!(
+        printed.len(),
+        pipeline.len(),
+        "{what}: every print is paired"
+    );
+    for e in &printed {
+        let entry = pipeline
+            .iter()
+            .find(|p| p["label"] == e["print"])
+            .unwrap_or_else(|| panic!("{what}: {} is not in the report", e["print"]));
+        assert_eq!(
+            e["measured_bytes"], entry["allocated"],
+            "{what}: {}",
+            e["print"]
+        );
+        assert!(e["estimated_bytes"].is_i64(), "{what}: {}", e["print"]);
+    }
+    for e in events.iter().filter(|e| e["print"].is_null()) {
+        assert_eq!(
+            e["measured_bytes"],
+            Value::Null,
+            "{what}: nobody measured it"
+        );
+    }
+    let peak = &rank["peak"];
+    assert_eq!(
+        estimate["peak"]["measured_bytes"], peak["allocated"],
+        "{what}"
+    );
+    assert_eq!(estimate["peak"]["measured_print"], peak["label"], "{what}");
+    let before = &pipeline[0];
+    assert_eq!(before["kind"], "before_pipeline");
+    let setup_fsdp = rank["setup"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["label"] == "after apply_fsdp")
+        .unwrap();
+    let saved = rank["saved_tensors"].as_array().unwrap();
+    for c in estimate["components"].as_array().unwrap() {
+        let want = match c["component"].as_str().unwrap() {
+            "parameters" => setup_fsdp["allocated"].clone(),
+            "optimizer_state" => rank["checkpoint"]["optimizer_state"].clone(),
+            "dynamic_at_peak" => Value::from(
+                peak["allocated"].as_i64().unwrap() - before["allocated"].as_i64().unwrap(),
+            ),
+            "non_pytorch" => peak["non_pytorch"].clone(),
+            "fragmentation" => peak["cached"].clone(),
+            "saved_tensors" => {
+                let label = c["label"].as_str().unwrap();
+                let group = saved
+                    .iter()
+                    .find(|g| {
+                        label
+                            == format!(
+                                "layer {} stage {} saved tensors",
+                                g["layer"],
+                                g["stage"].as_str().unwrap().trim_start_matches("stage")
+                            )
+                    })
+                    .unwrap_or_else(|| panic!("{what}: {label}"));
+                group["activations"].clone()
+            }
+            _ => Value::Null,
+        };
+        assert_eq!(c["measured_bytes"], want, "{what}: {}", c["label"]);
+        assert!(c["estimated_bytes"].is_i64(), "{what}: {}", c["label"]);
+    }
+    assert!(
+        estimate["verdict"]["line"]
+            .as_str()
+            .unwrap()
+            .starts_with("pp rank 0: ")
+    );
+}
+
+#[test]
+fn each_kept_real_log_gets_an_estimate_whose_measured_side_is_the_plain_report() {
+    for (name, recorded, model) in RUNS {
+        let tree = fake_tree(recorded);
+        let config = config(model);
+        let log = log(name);
+        let plain = json(root(), &[&log]);
+        let with = json(root(), &estimate_args(&log, tree.path(), &config));
+        let run = &with["runs"][0];
+        let section = &run["estimate"];
+        assert_eq!(
+            section["error"],
+            Value::Null,
+            "{name}: {}",
+            section["error"]
+        );
+        assert_eq!(section["tree"], tree.path().display().to_string());
+        let settings = &section["settings"];
+        assert_eq!(
+            (
+                &settings["sequence_length"],
+                &settings["micro_batch_size"],
+                &settings["global_batch_size"],
+                &settings["pp"]
+            ),
+            (
+                &Value::from(512),
+                &Value::from(2),
+                &Value::from(16),
+                &Value::from(1)
+            ),
+            "{name}: the settings come from the log's config line"
+        );
+        let ranks = section["ranks"].as_array().unwrap();
+        assert_eq!(ranks.len(), 1, "{name}: one profiled pp rank");
+        assert_eq!(
+            (&ranks[0]["rank"], &ranks[0]["pp_rank"]),
+            (&Value::from(0), &Value::from(0))
+        );
+        assert_measured_as_in_the_plain_report(&plain["runs"][0], &ranks[0], name);
+        let mut without = run.clone();
+        without["estimate"] = Value::Null;
+        assert_eq!(
+            without, plain["runs"][0],
+            "{name}: the rest of the report is unchanged"
+        );
+        assert!(
+            !tree
+                .path()
+                .join("tools/memory_estimator/__pycache__")
+                .exists(),
+            "{name}: bytecode written into the tree"
+        );
+    }
+}
+
+#[test]
+fn the_resumed_run_pairs_the_loaded_optimizer_state() {
+    let tree = fake_tree("qwen3-tiny-pp1");
+    let config = config("qwen3-moe-tiny.json");
+    let log = log("qwen3-tiny-pp1-resume.log");
+    let report = json(root(), &estimate_args(&log, tree.path(), &config));
+    let components = report["runs"][0]["estimate"]["ranks"][0]["components"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let optimizer = components
+        .iter()
+        .find(|c| c["component"] == "optimizer_state")
+        .unwrap();
+    // 0.03 GiB printed by load_ckpt; the estimator's Adam m+v over the sharded parameters.
+    assert_eq!(optimizer["measured_bytes"], 32_212_255);
+    assert_eq!(optimizer["estimated_bytes"], 48_322_560);
+}
+
+#[test]
+fn the_text_markdown_and_html_reports_show_the_tables_and_the_verdict() {
+    let tree = fake_tree("qwen3-tiny-pp1");
+    let config = config("qwen3-moe-tiny.json");
+    let log = log("qwen3-tiny-pp1-instr.log");
+    let args = estimate_args(&log, tree.path(), &config);
+    let verdict = "pp rank 0: 2 of 26 paired figures off by more than 10% or 128 MiB: outside \
+                   PyTorch's allocator over by 3.56 GiB (+278%); fragmentation over by 0.48 GiB (+2397%)";
+    let text = report(root(), &args);
+    assert!(text.contains("PithTrain's memory estimator beside the prints"));
+    assert!(text.contains(&format!("Verdict: {verdict}.")), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.contains("Step4 i=1 ") && l.contains("S4.i1 fwd_bwd(p1,p0) fc2/bc1"))
+        .expect("the Step4 i=1 row");
+    assert!(
+        row.contains("0.14") && row.contains("0.17") && row.contains("-20%"),
+        "{row}"
+    );
+    assert!(
+        text.contains("not measured"),
+        "estimator events no print sees"
+    );
+    let non_pt = text
+        .lines()
+        .find(|l| l.contains("outside PyTorch's allocator (measured: non-pt= at the peak print)"))
+        .unwrap();
+    assert!(non_pt.contains("4.84 GiB") && non_pt.contains("1.28 GiB") && non_pt.contains("over"));
+    for format in ["markdown", "html"] {
+        // Markdown escapes its markup characters (`_`, `(`, …) with a backslash, HTML `'`.
+        let out = report(root(), &[&args[..], &["--format", format]].concat())
+            .replace('\\', "")
+            .replace("&#39;", "'");
+        assert!(out.contains(verdict), "{format}");
+        assert!(out.contains("S4.i0 fwd_bwd(p1,p0) fc1/bc0"), "{format}");
+    }
+}
+
+#[test]
+fn the_checkout_at_or_above_the_current_directory_is_found_without_repo() {
+    let tree = fake_tree("dsv2-tiny-pp1");
+    let below = tree.path().join("examples/pretrain_lm");
+    fs::create_dir_all(&below).unwrap();
+    let config = config("deepseek-v2-tiny.json");
+    let report = json(
+        &below,
+        &[
+            &log("dsv2-tiny-pp1-instr.log"),
+            "--estimate",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let section = &report["runs"][0]["estimate"];
+    assert_eq!(section["error"], Value::Null, "{}", section["error"]);
+    assert_eq!(section["tree"], tree.path().display().to_string());
+}
+
+#[test]
+fn a_tree_without_the_estimator_gives_a_note_and_the_rest_of_the_report() {
+    let tree = tempfile::tempdir().unwrap();
+    let config = config("qwen3-moe-tiny.json");
+    let log = log("qwen3-tiny-pp1-instr.log");
+    let args = estimate_args(&log, tree.path(), &config);
+    let with = json(root(), &args);
+    let section = &with["runs"][0]["estimate"];
+    assert_eq!(
+        section["error"],
+        format!(
+            "no PithTrain memory estimator in {} (tools/memory_estimator/ is missing); pass \
+             --repo with a PithTrain checkout that has it",
+            tree.path().display()
+        )
+    );
+    assert_eq!(section["ranks"], Value::Array(vec![]));
+    let plain = json(root(), &[&log]);
+    let mut without = with["runs"][0].clone();
+    without["estimate"] = Value::Null;
+    assert_eq!(without, plain["runs"][0]);
+    let text = report(root(), &args);
+    assert!(text.contains("warning: No estimate: no PithTrain memory estimator in "));
+    assert!(text.contains("Memory seen three ways") && text.contains("Rank 0 (pp=0)"));
+}
+
+#[test]
+fn a_failing_estimator_and_missing_settings_are_notes_too() {
+    let tree = fake_tree("qwen3-tiny-pp2");
+    let config = config("qwen3-moe-tiny.json");
+    let log = log("qwen3-tiny-pp1-instr.log");
+    // The recording is of pp = 2: the fake refuses the pp = 1 the log gives.
+    let report = json(root(), &estimate_args(&log, tree.path(), &config));
+    let error = report["runs"][0]["estimate"]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("the memory estimator failed: Error: asked for (1, 2, 16, 512,"),
+        "{error}"
+    );
+    // Without --config the kept log's model path (`<e2e>/configs/…`) is not in the tree.
+    let report = json(
+        root(),
+        &[&log, "--estimate", "--repo", tree.path().to_str().unwrap()],
+    );
+    let error = report["runs"][0]["estimate"]["error"].as_str().unwrap();
+    assert!(
+        error.ends_with("not found; pass --config with the run's config.json"),
+        "{error}"
+    );
+}
+
+#[test]
+fn overrides_and_the_tolerance_reach_the_comparison() {
+    let tree = fake_tree("qwen3-tiny-pp2");
+    let config = config("qwen3-moe-tiny.json");
+    let log = log("qwen3-tiny-pp1-instr.log");
+    let mut args = estimate_args(&log, tree.path(), &config);
+    args.extend(["--pp", "2", "--world", "2", "--tolerance", "50%,1024MiB"]);
+    let report = json(root(), &args);
+    let section = &report["runs"][0]["estimate"];
+    assert_eq!(section["error"], Value::Null, "{}", section["error"]);
+    assert_eq!(
+        (
+            &section["settings"]["pp"],
+            &section["settings"]["world_assumed"]
+        ),
+        (&Value::from(2), &Value::from(false))
+    );
+    // The log's one rank printed pp=0: only that rank is compared, under the given tolerance.
+    let rank = &section["ranks"][0];
+    assert_eq!(rank["pp_rank"], 0);
+    assert_eq!(rank["verdict"]["tolerance"]["absolute_bytes"], 1 << 30);
+    assert_eq!(rank["verdict"]["tolerance"]["relative"], 0.5);
+    let bad = Command::cargo_bin("memprints")
+        .unwrap()
+        .current_dir(root())
+        .args(["report", &log, "--estimate", "--tolerance", "ten"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8(bad.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("expected a percentage such as 10 or 10,128"),
+        "{err}"
+    );
+    Command::cargo_bin("memprints")
+        .unwrap()
+        .current_dir(root())
+        .args(["report", &log, "--pp", "2"])
+        .assert()
+        .code(2);
+}
+
+/// A PithTrain checkout to run the real estimator on (read-only), from `MEMPRINTS_PITHTRAIN`.
+fn pithtrain() -> Option<PathBuf> {
+    match std::env::var_os("MEMPRINTS_PITHTRAIN") {
+        Some(tree) => Some(PathBuf::from(tree)),
+        None => {
+            eprintln!(
+                "skipped: set MEMPRINTS_PITHTRAIN=/path/to/pith-train to run the real estimator"
+            );
+            None
+        }
+    }
+}
+
+fn pycache_dirs(tree: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![tree.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n == "__pycache__") {
+                    found.push(path);
+                } else {
+                    stack.push(path);
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn the_real_estimator_gives_what_the_recording_replays() {
+    let Some(real) = pithtrain() else { return };
+    let pycache_before = pycache_dirs(&real);
+    for (name, recorded, model) in RUNS {
+        let config = config(model);
+        let log = log(name);
+        let from_real = json(root(), &estimate_args(&log, &real, &config));
+        let fake = fake_tree(recorded);
+        let from_fake = json(root(), &estimate_args(&log, fake.path(), &config));
+        let real_rank = &from_real["runs"][0]["estimate"]["ranks"][0];
+        assert_eq!(
+            from_real["runs"][0]["estimate"]["error"],
+            Value::Null,
+            "{name}"
+        );
+        for key in ["events", "components", "peak", "verdict", "notes"] {
+            assert_eq!(
+                real_rank[key], from_fake["runs"][0]["estimate"]["ranks"][0][key],
+                "{name}: {key}"
+            );
+        }
+        let plain = json(root(), &[&log]);
+        assert_measured_as_in_the_plain_report(&plain["runs"][0], real_rank, name);
+    }
+    assert_eq!(
+        pycache_dirs(&real),
+        pycache_before,
+        "bytecode written into the tree"
+    );
+}
+
+#[test]
+fn the_text_section_of_the_qwen3_run() {
+    let tree = fake_tree("qwen3-tiny-pp1");
+    let config = config("qwen3-moe-tiny.json");
+    let log = log("qwen3-tiny-pp1-instr.log");
+    let text = report(root(), &estimate_args(&log, tree.path(), &config));
+    let start = text
+        .find("PithTrain's memory estimator beside the prints")
+        .unwrap();
+    let end = text.find("Across ranks").unwrap();
+    let section = text[start..end]
+        .replace(&tree.path().display().to_string(), "<tree>")
+        .replace(&config.display().to_string(), "<config>");
+    insta::assert_snapshot!(section);
+}
