@@ -1,6 +1,14 @@
 //! The codemod's entry points, as library calls a command line makes: check the checkout,
 //! choose the detail layers, plan `add`, `update` and `remove` on a repository in memory — each
 //! checked before anything is written — and hand the result to [`crate::write::write_all`].
+//! Its submodules hold what a command line shows of that work: [`summary`] (what `add` and
+//! `remove` did), [`printing`] (where detail layers print), [`check`] (prints left in files) and
+//! [`demo`] (the demo's steps).
+
+pub mod check;
+pub mod demo;
+pub mod printing;
+pub mod summary;
 
 use std::path::PathBuf;
 

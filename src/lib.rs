@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod codemod;
 #[allow(missing_docs)]
 pub mod compressed;

@@ -46,13 +46,24 @@ fn join(values: &[u32]) -> String {
         .join(", ")
 }
 
-/// Parses `3,14` (spaces allowed) into sorted unique non-negative integers.
+/// The largest rank or layer index a list may hold: below [`crate::pithtrain::placement::MAX_SIZE`].
+pub const MAX_INDEX: u32 = crate::pithtrain::placement::MAX_SIZE - 1;
+
+/// The most entries a rank or layer list may have: each one becomes code in the inserted
+/// Python, and no run prints from thousands of ranks.
+pub const MAX_ENTRIES: usize = 1024;
+
+/// Parses `3,14` (spaces allowed) into sorted unique non-negative integers, each at most
+/// [`MAX_INDEX`], at most [`MAX_ENTRIES`] of them.
 pub fn parse_index_list(what: &'static str, input: &str) -> Result<Vec<u32>> {
     let invalid = |reason: String| Error::InvalidArgument {
         what,
-        input: input.to_string(),
+        input: shorten(input),
         reason,
     };
+    if input.split(',').nth(MAX_ENTRIES).is_some() {
+        return Err(invalid(format!("more than {MAX_ENTRIES} entries")));
+    }
     let mut values = Vec::new();
     for part in input.split(',') {
         let part = part.trim();
@@ -64,11 +75,22 @@ pub fn parse_index_list(what: &'static str, input: &str) -> Result<Vec<u32>> {
         let value = part
             .parse::<u32>()
             .map_err(|_| invalid(format!("`{part}` is not a non-negative integer")))?;
+        if value > MAX_INDEX {
+            return Err(invalid(format!("{value} is larger than {MAX_INDEX}")));
+        }
         values.push(value);
     }
     values.sort_unstable();
     values.dedup();
     Ok(values)
+}
+
+/// `input` as an error message quotes it: its first 80 characters.
+fn shorten(input: &str) -> String {
+    match input.char_indices().nth(80) {
+        Some((end, _)) => format!("{}…", &input[..end]),
+        None => input.to_string(),
+    }
 }
 
 /// Parses the contents of a Python set or tuple literal of integers (`{3, 14}` or `(5,)`).
@@ -127,6 +149,31 @@ mod tests {
         assert!(parse_index_list("--ranks", "-1").is_err());
         assert!(parse_index_list("--ranks", "").is_err());
         assert!(parse_index_list("--ranks", "1,,2").is_err());
+    }
+
+    #[test]
+    fn index_lists_are_bounded_in_value_and_length() {
+        assert_eq!(
+            parse_index_list("--ranks", &MAX_INDEX.to_string()).unwrap(),
+            vec![MAX_INDEX]
+        );
+        let err = parse_index_list("--ranks", "1048576")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("1048576 is larger than 1048575"), "{err}");
+        let many = (0..=MAX_ENTRIES).map(|i| i.to_string()).collect::<Vec<_>>();
+        let err = parse_index_list("--detail-layers", &many.join(","))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("more than 1024 entries"), "{err}");
+        assert!(err.len() < 200, "the input is shortened: {err}");
+        let thirty = (0..30).map(|i| i.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_index_list("--ranks", &thirty.join(","))
+                .unwrap()
+                .len(),
+            30
+        );
     }
 
     #[test]

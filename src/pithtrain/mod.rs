@@ -100,7 +100,8 @@ impl Repo {
             .filter_map(|entry| {
                 let name = entry.file_name().into_string().ok()?;
                 let stem = name.strip_suffix(".py")?;
-                (!NOT_MODELS.contains(&stem)).then(|| stem.replace('_', "-"))
+                let model = stem.replace('_', "-");
+                (!NOT_MODELS.contains(&stem) && check_model_name(&model).is_ok()).then_some(model)
             })
             .collect();
         models.sort();
@@ -108,7 +109,10 @@ impl Repo {
     }
 
     /// `pithtrain/models/<model with - as _>.py`, or an error listing the models there are.
+    /// A name that is not a plain name (a `/`, `..`, an absolute path) is refused before any
+    /// path is built from it, so no model name reaches outside `pithtrain/models/`.
     pub fn model_file(&self, model: &str) -> Result<String> {
+        check_model_name(model)?;
         let rel = format!("{MODELS_DIR}/{}.py", model.replace('-', "_"));
         if self.root.join(&rel).is_file() && !NOT_MODELS.contains(&model.replace('-', "_").as_str())
         {
@@ -140,6 +144,25 @@ impl Repo {
     }
 }
 
+/// A model name is a Python module name with `-` for `_`: letters, digits, `-` and `_`.
+fn check_model_name(model: &str) -> Result<()> {
+    let plain = !model.is_empty()
+        && model.len() <= 128
+        && model
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_');
+    if plain {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        what: "model name",
+        input: model.chars().take(80).collect(),
+        reason: format!(
+            "a model is named by its file in {MODELS_DIR}/ without `.py` (letters, digits, `-`, `_`), e.g. qwen3-moe"
+        ),
+    })
+}
+
 fn names_pithtrain(pyproject: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(pyproject) else {
         return false;
@@ -151,4 +174,50 @@ fn names_pithtrain(pyproject: &Path) -> bool {
         .and_then(|p| p.get("name"))
         .and_then(toml::Value::as_str)
         == Some("pithtrain")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> Repo {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minitrain");
+        Repo::locate(Some(&root)).unwrap()
+    }
+
+    #[test]
+    fn a_model_name_that_is_a_path_is_refused_before_any_file_is_looked_at() {
+        let repo = fixture();
+        for name in [
+            "../../../x",
+            "/etc/passwd",
+            "..",
+            "a/b",
+            "tiny moe",
+            "",
+            "x.py",
+        ] {
+            let err = repo.model_file(name).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::InvalidArgument {
+                        what: "model name",
+                        ..
+                    }
+                ),
+                "{name:?}: {err}"
+            );
+        }
+        assert_eq!(
+            repo.model_file("tiny-moe").unwrap(),
+            "pithtrain/models/tiny_moe.py"
+        );
+    }
+
+    #[test]
+    fn unknown_plain_names_list_the_models_there_are() {
+        let err = fixture().model_file("nope").unwrap_err().to_string();
+        assert!(err.contains("models in this tree: biased-moe"), "{err}");
+    }
 }

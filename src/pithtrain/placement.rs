@@ -23,23 +23,36 @@ pub struct Parallel {
 }
 
 impl Parallel {
-    /// Checks the sizes and derives `dp = world / (pp * cp * ep)`.
+    /// Checks the sizes (each 1 to [`MAX_SIZE`], the product without overflow) and derives
+    /// `dp = world / (pp * cp * ep)`.
     pub fn dp(&self) -> Result<u32> {
-        let divisor = self.pp * self.cp * self.ep;
-        if self.pp == 0
-            || self.ep == 0
-            || self.cp == 0
-            || divisor == 0
-            || !self.world.is_multiple_of(divisor)
-        {
-            return Err(Error::InvalidArgument {
-                what: "parallel sizes",
-                input: format!(
-                    "pp={} ep={} cp={} world={}",
-                    self.pp, self.ep, self.cp, self.world
-                ),
-                reason: "world must be a positive multiple of pp * cp * ep".into(),
-            });
+        let invalid = |reason: String| Error::InvalidArgument {
+            what: "parallel sizes",
+            input: format!(
+                "pp={} ep={} cp={} world={}",
+                self.pp, self.ep, self.cp, self.world
+            ),
+            reason,
+        };
+        let sizes = [("pp", self.pp), ("ep", self.ep), ("cp", self.cp)];
+        if let Some((name, _)) = sizes.iter().find(|(_, v)| !(1..=MAX_SIZE).contains(v)) {
+            return Err(invalid(format!("{name} must be between 1 and {MAX_SIZE}")));
+        }
+        // Each size is at most 2^20, so the product fits in a u64.
+        let divisor = u64::from(self.pp) * u64::from(self.cp) * u64::from(self.ep);
+        if divisor > u64::from(MAX_SIZE) {
+            return Err(invalid(format!(
+                "pp * cp * ep = {divisor} is more than {MAX_SIZE} GPUs"
+            )));
+        }
+        let divisor = divisor as u32;
+        if !(1..=MAX_SIZE).contains(&self.world) {
+            return Err(invalid(format!("world must be between 1 and {MAX_SIZE}")));
+        }
+        if !self.world.is_multiple_of(divisor) {
+            return Err(invalid(
+                "world must be a positive multiple of pp * cp * ep".into(),
+            ));
         }
         Ok(self.world / divisor)
     }
@@ -64,9 +77,19 @@ impl Parallel {
             pp,
             ep,
             cp,
-            world: world.unwrap_or(pp * ep * cp),
+            world: world.unwrap_or(default_world(pp, ep, cp)),
         }
     }
+}
+
+/// The largest parallel size memprints accepts (a million GPUs); larger values are typos, and
+/// would make the placement tables unboundedly large.
+pub const MAX_SIZE: u32 = 1 << 20;
+
+/// `pp * ep * cp` (one data-parallel replica), saturated instead of wrapped so that
+/// [`Parallel::dp`] refuses an overflowing product rather than seeing a small world.
+pub fn default_world(pp: u32, ep: u32, cp: u32) -> u32 {
+    pp.saturating_mul(ep).saturating_mul(cp)
 }
 
 /// PithTrain's `layer_partition(num_layers, stage_count, stage_index)`: a contiguous block per
@@ -109,6 +132,18 @@ pub struct Chunk {
 /// Every chunk of every pipeline rank.
 pub fn chunks(num_layers: u32, parallel: &Parallel) -> Result<Vec<Chunk>> {
     let dp = parallel.dp()?;
+    // 2 * pp <= 2 * MAX_SIZE fits; a stage without a layer is no placement to show.
+    if 2 * parallel.pp > num_layers {
+        return Err(Error::InvalidArgument {
+            what: "--pp",
+            input: parallel.pp.to_string(),
+            reason: format!(
+                "pp={} makes {} pipeline stages (two per rank), more than the model's {num_layers} layers",
+                parallel.pp,
+                2 * parallel.pp
+            ),
+        });
+    }
     let per_pp = dp * parallel.cp * parallel.ep;
     let stage_count = 2 * parallel.pp;
     let mut out = Vec::new();
@@ -229,6 +264,47 @@ mod tests {
             }
             .dp()
             .is_err()
+        );
+    }
+
+    #[test]
+    fn sizes_out_of_bounds_or_overflowing_are_errors_not_panics() {
+        let parallel = |pp, ep, world| Parallel {
+            pp,
+            ep,
+            cp: 1,
+            world,
+        };
+        // The inputs: --world 0 (panicked), 2^32-1 twice (ran out of memory),
+        // 65536 * 65536 (wrapped to world = 0).
+        for (p, why) in [
+            (parallel(2, 1, 0), "world must be between 1 and 1048576"),
+            (
+                parallel(u32::MAX, u32::MAX, default_world(u32::MAX, u32::MAX, 1)),
+                "pp must be between 1 and 1048576",
+            ),
+            (
+                parallel(65536, 65536, 1 << 20),
+                "pp * cp * ep = 4294967296 is more than 1048576 GPUs",
+            ),
+            (
+                parallel(4, 3, 8),
+                "world must be a positive multiple of pp * cp * ep",
+            ),
+        ] {
+            let err = chunks(4, &p).unwrap_err().to_string();
+            assert!(err.contains(why), "{p:?}: {err}");
+        }
+        let err = chunks(4, &parallel(4, 1, 4)).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "pp=4 makes 8 pipeline stages (two per rank), more than the model's 4 layers"
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            chunks(2, &parallel(1, MAX_SIZE, MAX_SIZE)).unwrap().len(),
+            2
         );
     }
 

@@ -28,7 +28,11 @@ pub struct SnapshotArgs {
 pub enum SnapshotCommand {
     /// Show which stacks grew or shrank between snapshot A and snapshot B
     Diff {
+        /// The snapshot before (the baseline), e.g. an earlier step or run
+        #[arg(value_name = "A")]
         a: PathBuf,
+        /// The snapshot after, compared with A: stacks that grew or shrank from A to B
+        #[arg(value_name = "B")]
         b: PathBuf,
         #[command(flatten)]
         output: OutputArgs,

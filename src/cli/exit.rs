@@ -1,0 +1,137 @@
+//! How a command ends: a typed [`ExitStatus`], the one place it becomes a process exit code, and
+//! the one place an error becomes the line a user reads.
+//!
+//! | status | code | when |
+//! |---|---|---|
+//! | `Success` | 0 | the command did its job; `status`: fully instrumented; `check`: no prints |
+//! | `Failure` | 1 | the command ran and the answer is "no": `status` on a clean tree, `check` found prints, `snapshot` with some inputs unreadable |
+//! | `Partial` | 2 | part of the work could not be done: `remove` left an edited file, `status` on a partial tree or an interrupted run |
+//! | `Error` | 1 | bad input or environment stopped it; one line on stderr says what to do |
+//! | `InternalError` | 70 | a memprints bug (`EX_SOFTWARE`); one line on stderr asks for a report |
+//!
+//! Command-line syntax errors are clap's and exit 2, as clap's always do.
+
+use std::process::ExitCode;
+
+use super::Output;
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It did its job.
+    Success,
+    /// It ran and the answer is "no".
+    Failure,
+    /// Part of the work could not be done.
+    Partial,
+    /// Bad input or environment stopped it.
+    Error,
+    /// A memprints bug stopped it.
+    InternalError,
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(status: ExitStatus) -> Self {
+        ExitCode::from(status.code())
+    }
+}
+
+impl ExitStatus {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitStatus::Success => 0,
+            ExitStatus::Failure | ExitStatus::Error => 1,
+            ExitStatus::Partial => 2,
+            ExitStatus::InternalError => 70,
+        }
+    }
+}
+
+/// Says what stopped a command, on stderr, and how it ends:
+/// - a closed stdout anywhere in the chain (the report and snapshot commands write it
+///   themselves): nothing is said, and it is a success;
+/// - a memprints bug ([`crate::Error::Bug`]): `memprints: internal error: …`;
+/// - anything else: `memprints: error: …`, the error and its causes on one line.
+pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
+    let closed_pipe = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    });
+    if closed_pipe {
+        return ExitStatus::Success;
+    }
+    let bug = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<crate::Error>()
+            .is_some_and(crate::Error::is_bug)
+    });
+    if bug {
+        out.stderr(format_args!("memprints: internal error: {err:#}\n"));
+        ExitStatus::InternalError
+    } else {
+        out.stderr(format_args!("memprints: error: {err:#}\n"));
+        ExitStatus::Error
+    }
+}
+
+/// Says what a panic was, in one line and without a backtrace, and asks for a report. Installed
+/// as the panic hook by the binary; only the first panic is told (a panic in a worker thread is
+/// often followed by one in the thread that joins it).
+pub fn report_panic(info: &std::panic::PanicHookInfo) {
+    static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if TOLD.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let message = info
+        .payload()
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into());
+    let place = info
+        .location()
+        .map(|l| format!(" at {}:{}", l.file(), l.line()))
+        .unwrap_or_default();
+    let message = message.lines().next().unwrap_or_default().to_string();
+    Output::stdio().stderr(format_args!(
+        "memprints: internal error: {message}{place}; this is a memprints bug, please report it\n"
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_pipe_deep_in_an_error_chain_is_a_quiet_success() {
+        let err = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            .context("cannot write the report to stdout");
+        let mut out = Output::memory();
+        assert_eq!(report_error(&err, &mut out), ExitStatus::Success);
+        assert_eq!(out.stderr_text(), "");
+    }
+
+    #[test]
+    fn a_bug_is_told_apart_from_a_user_error_and_exits_differently() {
+        let mut out = Output::memory();
+        let bug = anyhow::Error::from(crate::Error::bug("a.py", "overlapping edits", ""));
+        assert_eq!(report_error(&bug, &mut out), ExitStatus::InternalError);
+        let user = anyhow::Error::from(crate::Error::NotInstrumented { root: "/t".into() });
+        assert_eq!(report_error(&user, &mut out), ExitStatus::Error);
+        let text = out.stderr_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("memprints: internal error: a.py: overlapping edits"),
+            "{text}"
+        );
+        assert!(lines[0].contains("please report it"), "{text}");
+        assert!(
+            lines[1].starts_with("memprints: error: /t: nothing to update"),
+            "{text}"
+        );
+        assert_ne!(ExitStatus::InternalError.code(), ExitStatus::Error.code());
+    }
+}

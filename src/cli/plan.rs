@@ -1,0 +1,81 @@
+//! `memprints plan MODEL`: which pipeline stage, model chunk and global ranks host each layer,
+//! and which detail layers will print on the printing ranks.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::args::{ParallelArgs, RepoArg, index_list};
+use super::{ExitStatus, Output};
+use crate::codemod::{self, printing::Placement};
+use crate::params;
+use crate::pithtrain::placement::Parallel;
+
+/// `plan`'s arguments.
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    /// Model name, e.g. deepseek-v2.
+    pub model: String,
+    /// Detail layers to check [default: as `add` picks them].
+    #[arg(long, value_name = "LIST")]
+    pub detail_layers: Option<String>,
+    /// Ranks to check.
+    #[arg(long, value_name = "LIST", default_value = "0")]
+    pub ranks: String,
+    /// Hugging Face config.json [default: the example config of the model's model_type].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub repo: RepoArg,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub parallel: ParallelArgs,
+}
+
+/// Runs `plan`.
+pub fn run(args: PlanArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
+    let repo = args.repo.open()?;
+    let ranks = params::parse_index_list("--ranks", &args.ranks)?;
+    let explicit = index_list(args.detail_layers.as_deref(), "--detail-layers")?;
+    let (detail_layers, _, moe) =
+        codemod::detail_layers(&repo, &args.model, explicit, args.config.clone())?;
+    let moe = moe.context("no config found: pass --config PATH")?;
+    let parallel = args.parallel.resolve()?.unwrap_or(Parallel {
+        pp: 1,
+        ep: 1,
+        cp: 1,
+        world: 1,
+    });
+    let placement = Placement::new(&args.model, &moe, parallel, &detail_layers, &ranks)?;
+    if args.json {
+        // Through a `Value`, so the keys come out sorted as they always have.
+        let json = serde_json::to_value(&placement)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        return Ok(ExitStatus::Success);
+    }
+    writeln!(out, "{}", placement.heading())?;
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header(Placement::HEADER);
+    for row in placement.rows() {
+        table.add_row([
+            row.pp_rank,
+            row.phase,
+            row.stage,
+            row.layers,
+            row.global_ranks,
+            row.detail.to_string(),
+        ]);
+    }
+    writeln!(out, "{table}")?;
+    for line in placement.detail_lines(&ranks) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(ExitStatus::Success)
+}

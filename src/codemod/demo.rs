@@ -1,0 +1,121 @@
+//! `demo`'s steps on the embedded sample tree ([`crate::sample`]): write it, add the prints for
+//! `tiny-moe` on ranks 0 and 1 with pp=2, show what went into the model file and what `status`
+//! reads, remove them, and check every byte is back. Each step is a library call the command
+//! line prints the result of, so the demo shows exactly what the commands do.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::printing::{SilentLayer, silent_layers};
+use super::summary::{AddAction, AddSummary, RemoveSummary, layer_choice_note};
+use crate::error::{Error, Result};
+use crate::instrument::status::{self, Status};
+use crate::params::Params;
+use crate::pithtrain::Repo;
+use crate::pithtrain::placement::Parallel;
+use crate::ruff;
+use crate::write::{self, Lock};
+
+/// The sample's model.
+pub const MODEL: &str = "tiny-moe";
+/// Its file.
+pub const MODEL_FILE: &str = "pithtrain/models/tiny_moe.py";
+/// The printing ranks.
+pub const RANKS: [u32; 2] = [0, 1];
+/// The pipeline-parallel size the placement is checked for.
+pub const PP: u32 = 2;
+
+/// What the demo's `add` step did.
+#[derive(Debug)]
+pub struct Added {
+    /// How the detail layers were chosen.
+    pub layer_note: Option<String>,
+    /// Detail layers that print on none of the ranks with pp=2.
+    pub silent: Vec<SilentLayer>,
+    /// What was written, and the skill's ruff step.
+    pub summary: AddSummary,
+}
+
+/// Writes the sample tree under `root` and opens it.
+pub fn write_sample(root: &Path) -> Result<Repo> {
+    crate::sample::write(root)?;
+    Repo::locate(Some(root))
+}
+
+/// Adds the prints as `memprints add tiny-moe --ranks 0,1 --pp 2` does.
+pub fn add(repo: &Repo) -> Result<Added> {
+    let started = Instant::now();
+    let lock = Lock::acquire(&repo.root, "add")?;
+    super::check_version(repo)?;
+    let (detail_layers, choice, moe) = super::detail_layers(repo, MODEL, None, None)?;
+    let params = Params {
+        ranks: RANKS.to_vec(),
+        detail_layers,
+        snapshot_dir: "/tmp".into(),
+    };
+    let plan = super::plan_add(repo, MODEL, &params)?;
+    let silent = match &moe {
+        Some(moe) => silent_layers(
+            moe.num_layers,
+            &Parallel {
+                pp: PP,
+                ep: 1,
+                cp: 1,
+                world: PP,
+            },
+            &params,
+        )?,
+        None => Vec::new(),
+    };
+    write::write_all(&lock, &plan.replacements(), &write::Options::default())?;
+    let mut summary = AddSummary::of_plan(
+        repo.root.clone(),
+        &plan,
+        AddAction::Added,
+        true,
+        started.elapsed(),
+    );
+    summary.ruff = Some(ruff::after_add(&repo.root, &plan));
+    Ok(Added {
+        layer_note: layer_choice_note(&choice, &params),
+        silent,
+        summary,
+    })
+}
+
+/// The unified diff of the model file against the sample's.
+pub fn model_diff(repo: &Repo) -> Result<String> {
+    let path = repo.root.join(MODEL_FILE);
+    let now = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    Ok(crate::diff::unified(MODEL_FILE, original(MODEL_FILE), &now))
+}
+
+/// What `status` reads in the tree.
+pub fn status(repo: &Repo) -> Result<Status> {
+    status::scan(repo)
+}
+
+/// Removes the prints as `memprints remove` does.
+pub fn remove(repo: &Repo) -> Result<RemoveSummary> {
+    let lock = Lock::acquire(&repo.root, "remove")?;
+    let Some(removal) = super::plan_remove(repo)? else {
+        return Ok(RemoveSummary::nothing(repo.root.clone()));
+    };
+    write::write_all(&lock, &removal.replacements(), &write::Options::default())?;
+    Ok(RemoveSummary::of_removal(repo.root.clone(), &removal, true))
+}
+
+/// True when every file of the sample holds its original bytes again.
+pub fn is_original(root: &Path) -> bool {
+    crate::sample::FILES
+        .iter()
+        .all(|(rel, text)| std::fs::read_to_string(root.join(rel)).is_ok_and(|now| now == *text))
+}
+
+fn original(rel: &str) -> &'static str {
+    crate::sample::FILES
+        .iter()
+        .find(|(file, _)| *file == rel)
+        .map(|(_, text)| *text)
+        .unwrap_or_default()
+}
