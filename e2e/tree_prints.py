@@ -29,7 +29,7 @@ _INT_LIST = r"([\d,\s]*)"
 _DETAIL_RE = re.compile(r"_do_lmem\s*=.*?layer\.idx\s+in\s+[(\[{]" + _INT_LIST + r"[)\]}]")
 _RANKS_RE = re.compile(r"^_layer_mem_ranks\s*=\s*[{(\[]" + _INT_LIST + r"[})\]]", re.M)
 _AFTER_RE = re.compile(r"""_lmem\(\s*f["']layer\{layer\.idx\} after stage(\d+)""")
-_SAVED_RE = re.compile(r"""_SavedTensorsProfiler\(\s*layer\.idx\s*,\s*["']stage(\d+)["']""")
+_SAVED_RE = re.compile(r"""_SavedTensorsProfiler\(\s*layer(?:\.idx)?\s*,\s*["']stage(\d+)["']""")
 # The tree's own record of how it was made (written by prepare_trees.sh into each overlay).
 OVERLAY_NOTE = "E2E_OVERLAY.txt"
 
