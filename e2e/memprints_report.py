@@ -1,6 +1,7 @@
 """Ask a memprints binary for the peaks of one run: the prints' and the snapshot's (stdlib only).
 
-    prints' peak    ``memprints report LOG --format json``: ranks[].peak (allocated, label)
+    prints' peak    ``memprints report LOG --format json``: ranks[].peak (allocated, label), at
+                    the top level (schema 1) or in the log's run (schema 2: runs[0])
     snapshot peak   ``memprints report LOG --snapshots PICKLE --format json`` when this
                     binary's ``report --help`` names ``--snapshots`` and its JSON carries a
                     snapshot peak; otherwise ``memprints snapshot PICKLE --format json``
@@ -87,6 +88,9 @@ def peaks(binary, log, pickle=None, rank=0, with_snapshots_flag=None):
     if pickle and with_snapshots_flag:
         args[2:2] = ["--snapshots", str(pickle)]
     report = _json(binary, args)
+    if isinstance(report.get("runs"), list) and report["runs"]:
+        # Schema 2 holds one report per run; one log of one launch is one run.
+        report = dict(report["runs"][0], stats=report.get("stats"))
     entry = _rank_entry(report, rank) or {}
     peak = entry.get("peak") or {}
     out = {
