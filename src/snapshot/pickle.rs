@@ -14,23 +14,28 @@
 //! copy of ~10 frame dicts per entry. It also materialises the whole generic value tree (with
 //! a `BigInt` and a `String` per value) before any analysis can start, interprets some globals
 //! (`builtins.set`, `bytearray`, `encoding`) instead of refusing them, and has no nesting limit.
-//! This reader instead hands each finished value to a [`Build`] implementation, so the caller
-//! decides what a value becomes (the snapshot model turns trace-entry dicts into 40-byte
-//! records and interns frames as it reads), and memo references are cheap clones of whatever
-//! the builder returned.
+//! This reader instead hands each value to a [`Build`] implementation, so the caller decides
+//! what a value becomes (the snapshot model turns trace-entry dicts into 32-byte records and
+//! interns frames as it reads), and a memo reference is one clone of whatever the builder
+//! returned: references cost O(1), whatever they point to.
 //!
 //! # Contract
 //! - Input is read once, front to back, through a fixed 256 KiB buffer; nothing after `STOP`
 //!   is read. `FRAME` lengths are read and ignored (framing is only a buffering hint).
 //! - A declared length never causes a preallocation: long strings grow as bytes arrive, so a
 //!   length larger than the file fails as a truncation.
+//! - Lists, tuples and sets are filled through [`Build::push`], so the builder decides what an
+//!   item costs (the snapshot model keeps a run of trace entries as two numbers); dicts are
+//!   handed over whole. A flat dict (only scalars and memo references, as every trace entry
+//!   and frame is) is read straight from the buffer without touching the pickle stack.
 //! - Containers are handed to the builder once: when they leave the stack (appended to a
 //!   parent, set into a dict, or popped by `STOP`), or earlier, when a memo reference to them
 //!   is read (`pickle.dump` writes a container's items right after creating it, so it is
 //!   complete by then). Adding items to a container after that is refused: only a
 //!   self-referencing structure does it.
-//! - Limits: nesting depth [`MAX_DEPTH`], stack length [`MAX_STACK`], memo size [`MAX_MEMO`].
-//!   Every failure is one [`PickleError`] whose `Display` is one line with a byte offset.
+//! - Limits: nesting depth [`MAX_DEPTH`], stack length [`MAX_STACK`], memo size [`MAX_MEMO`];
+//!   the builder may refuse a value too ([`Build`] methods return `Err(reason)`). Every failure
+//!   is one [`PickleError`] whose `Display` is one line with a byte offset.
 
 use std::io::{self, Read};
 
@@ -38,70 +43,129 @@ use std::io::{self, Read};
 pub const MAX_DEPTH: u16 = 256;
 /// Most items on the pickle stack at once (marks included).
 pub const MAX_STACK: usize = 1 << 22;
-/// Most memo slots; a real 1,048,576-entry snapshot uses a few million.
+/// Most memo slots (16 bytes each); a 10,000,000-entry snapshot uses about 10 million.
 pub const MAX_MEMO: usize = 1 << 26;
 /// How far past the end of the memo a `BINPUT`/`LONG_BINPUT` index may jump.
 const MAX_MEMO_GAP: usize = 1 << 16;
 const BUFFER_BYTES: usize = 256 * 1024;
+/// The longest flat dict read in one piece from the buffer; longer ones take the general path.
+const FLAT_DICT_WINDOW: usize = 4096;
 
 /// Why a pickle could not be read. Each variant prints as one line naming the byte offset.
 #[derive(Debug, thiserror::Error)]
 pub enum PickleError {
+    /// An opcode that would import or call Python code.
     #[error(
         "refused pickle opcode {name} at byte {offset}: it would import or run Python code, which memprints never does"
     )]
-    Refused { name: &'static str, offset: u64 },
+    Refused {
+        /// The opcode's pickletools name.
+        name: &'static str,
+        /// Where it is.
+        offset: u64,
+    },
+    /// A text opcode of protocol 0 or 1.
     #[error(
         "unsupported pickle opcode {name} at byte {offset}: only binary protocols 2 to 5 are read"
     )]
-    Unsupported { name: &'static str, offset: u64 },
+    Unsupported {
+        /// The opcode's pickletools name.
+        name: &'static str,
+        /// Where it is.
+        offset: u64,
+    },
+    /// A byte that is no opcode at all (often: the file is compressed in a way not recognised).
     #[error("unknown pickle opcode 0x{code:02x} at byte {offset}")]
-    UnknownOpcode { code: u8, offset: u64 },
+    UnknownOpcode {
+        /// The byte.
+        code: u8,
+        /// Where it is.
+        offset: u64,
+    },
+    /// The input ended inside an opcode.
     #[error("pickle is truncated: input ends at byte {offset} inside {opcode}")]
-    Truncated { opcode: &'static str, offset: u64 },
+    Truncated {
+        /// What was being read.
+        opcode: &'static str,
+        /// Where the input ends.
+        offset: u64,
+    },
+    /// The opcodes do not make a value.
     #[error("malformed pickle: {opcode} at byte {offset}: {reason}")]
     Malformed {
+        /// The opcode being run.
         opcode: &'static str,
+        /// Where it is.
         offset: u64,
+        /// What is wrong.
         reason: String,
     },
+    /// A limit of the reader or of the builder.
     #[error("pickle exceeds a limit: {opcode} at byte {offset}: {reason}")]
     Limit {
+        /// The opcode being run.
         opcode: &'static str,
+        /// Where it is.
         offset: u64,
+        /// Which limit, and its value.
         reason: String,
     },
+    /// Reading the input failed.
     #[error("reading the pickle failed at byte {offset}: {source}")]
-    Io { offset: u64, source: io::Error },
+    Io {
+        /// How far reading got.
+        offset: u64,
+        /// What the system said.
+        source: io::Error,
+    },
 }
 
-/// Turns finished pickle values into the caller's representation.
+/// Turns pickle values into the caller's representation.
 ///
-/// Values are cloned once per memo reference, so `Value` should be cheap to clone (an `Rc`, an
-/// index). Sets and frozensets arrive as [`Build::list`].
+/// Values are cloned once per memo reference, so `Value` should be cheap to clone (a `Copy`
+/// handle, an `Rc`). Tuples, lists, sets and frozensets are filled through [`Build::push`] and
+/// finished by [`Build::list`]. A method returning `Err(reason)` stops the reader with a
+/// [`PickleError::Limit`] naming the opcode, its offset and `reason`.
 pub trait Build {
+    /// What a finished value becomes.
     type Value: Clone;
+    /// A list, tuple or set being filled.
+    type List;
+    /// `None`.
     fn none(&mut self) -> Self::Value;
+    /// `True` or `False`.
     fn bool(&mut self, value: bool) -> Self::Value;
+    /// An int that fits an `i64`.
     fn int(&mut self, value: i64) -> Self::Value;
     /// An int that does not fit an `i64`, as little-endian two's complement (at least 9 bytes).
     fn big_int(&mut self, le_bytes: &[u8]) -> Self::Value;
+    /// A float.
     fn float(&mut self, value: f64) -> Self::Value;
+    /// A `str` (lone surrogates replaced).
     fn str(&mut self, value: &str) -> Self::Value;
+    /// A `bytes` or `bytearray`.
     fn bytes(&mut self, value: &[u8]) -> Self::Value;
-    fn tuple(&mut self, items: Vec<Self::Value>) -> Self::Value;
-    fn list(&mut self, items: Vec<Self::Value>) -> Self::Value;
-    fn dict(&mut self, items: Vec<(Self::Value, Self::Value)>) -> Self::Value;
+    /// An empty list, tuple or set to [`Build::push`] items into.
+    fn new_list(&mut self) -> Self::List;
+    /// Adds `item` at the end of `list`.
+    fn push(&mut self, list: &mut Self::List, item: Self::Value) -> Result<(), String>;
+    /// The finished list (`tuple`: it was a tuple).
+    fn list(&mut self, list: Self::List, tuple: bool) -> Result<Self::Value, String>;
+    /// A dict of `items` in order. The builder may take the items out; the caller clears
+    /// `items` afterwards and reuses it.
+    fn dict(&mut self, items: &mut Vec<(Self::Value, Self::Value)>) -> Result<Self::Value, String>;
 }
 
 /// Reads one pickle from `input` and returns the builder's value for its top-level object.
 pub fn read<R: Read, B: Build>(input: R, builder: &mut B) -> Result<B::Value, PickleError> {
     Machine {
         input: Input::new(input),
+        placeholder: builder.none(),
         builder,
         stack: Vec::new(),
         marks: Vec::new(),
         memo: Vec::new(),
+        scratch: Vec::new(),
         offset: 0,
         code: 0,
     }
@@ -112,16 +176,25 @@ pub fn read<R: Read, B: Build>(input: R, builder: &mut B) -> Result<B::Value, Pi
 /// A generic pickle value, for tests and small files. Shared memo references share the `Rc`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// `None`.
     None,
+    /// `True` or `False`.
     Bool(bool),
+    /// An int that fits an `i64`.
     Int(i64),
     /// Little-endian two's complement, for ints wider than an `i64`.
     BigInt(std::rc::Rc<[u8]>),
+    /// A float.
     Float(f64),
+    /// A `str`.
     Str(std::rc::Rc<str>),
+    /// A `bytes` or `bytearray`.
     Bytes(std::rc::Rc<[u8]>),
+    /// A tuple.
     Tuple(std::rc::Rc<[Value]>),
+    /// A list, set or frozenset.
     List(std::rc::Rc<[Value]>),
+    /// A dict, items in order.
     Dict(std::rc::Rc<[(Value, Value)]>),
 }
 
@@ -130,6 +203,7 @@ pub struct ValueBuilder;
 
 impl Build for ValueBuilder {
     type Value = Value;
+    type List = Vec<Value>;
     fn none(&mut self) -> Value {
         Value::None
     }
@@ -151,14 +225,22 @@ impl Build for ValueBuilder {
     fn bytes(&mut self, value: &[u8]) -> Value {
         Value::Bytes(value.into())
     }
-    fn tuple(&mut self, items: Vec<Value>) -> Value {
-        Value::Tuple(items.into())
+    fn new_list(&mut self) -> Vec<Value> {
+        Vec::new()
     }
-    fn list(&mut self, items: Vec<Value>) -> Value {
-        Value::List(items.into())
+    fn push(&mut self, list: &mut Vec<Value>, item: Value) -> Result<(), String> {
+        list.push(item);
+        Ok(())
     }
-    fn dict(&mut self, items: Vec<(Value, Value)>) -> Value {
-        Value::Dict(items.into())
+    fn list(&mut self, list: Vec<Value>, tuple: bool) -> Result<Value, String> {
+        Ok(if tuple {
+            Value::Tuple(list.into())
+        } else {
+            Value::List(list.into())
+        })
+    }
+    fn dict(&mut self, items: &mut Vec<(Value, Value)>) -> Result<Value, String> {
+        Ok(Value::Dict(std::mem::take(items).into()))
     }
 }
 
@@ -305,6 +387,9 @@ impl<R: Read> Input<R> {
     #[cold]
     #[inline(never)]
     fn fill(&mut self, n: usize) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
         while self.end - self.pos < n {
             if self.pos > 0 {
                 self.buf.copy_within(self.pos..self.end, 0);
@@ -323,6 +408,16 @@ impl<R: Read> Input<R> {
             }
         }
         true
+    }
+
+    /// The buffered bytes from the current position: at least `n` (≤ buffer size) unless the
+    /// input ends or fails first (a failure is kept for the next read to report).
+    #[inline]
+    fn window(&mut self, n: usize) -> &[u8] {
+        if self.end - self.pos < n {
+            self.fill(n);
+        }
+        &self.buf[self.pos..self.end]
     }
 
     #[inline(always)]
@@ -401,27 +496,36 @@ impl<R: Read> Input<R> {
 
 /// One slot of the pickle stack. Containers stay open (mutable) until they leave the stack.
 /// `u16` is the nesting depth; an open container's `u32` is its memo index, or [`NO_MEMO`].
-/// `repr(C, u64)` (here and on [`Memo`]) keeps each variant's fields at fixed, word-aligned
-/// offsets, so slots move as whole words: with the default layout the compiler copied them in
-/// odd-sized, overlapping pieces, which stalled store forwarding on every push (~15% of a run).
+/// `repr(C, u64)` keeps each variant's fields at fixed, word-aligned offsets, so slots move as
+/// whole words: with the default layout the compiler copied them in odd-sized, overlapping
+/// pieces, which stalled store forwarding on every push (~15% of a run).
 #[repr(C, u64)]
-enum Slot<V> {
+enum Slot<V, L> {
     Mark,
     Value(V, u16),
-    List(Vec<V>, u16, u32),
+    List(L, u16, u32),
     Dict(Vec<(V, V)>, u16, u32),
 }
 
 const NO_MEMO: u32 = u32::MAX;
 
-#[repr(C, u64)]
-enum Memo<V> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemoState {
     Empty,
-    /// A container still open at this stack index.
-    Open(usize),
-    /// Another index for the same open container (memoized twice).
-    Alias(u32),
-    Ready(V, u16),
+    /// A container still open at stack index `aux`.
+    Open,
+    /// Another index for the same open container (memoized twice); `aux` is the first index.
+    Alias,
+    /// A finished value of depth `aux`.
+    Ready,
+}
+
+/// One memo slot: 16 bytes with an 8-byte value, so a 10-million-entry trace's memo stays
+/// small. `value` is a placeholder unless `state` is [`MemoState::Ready`].
+struct MemoEntry<V> {
+    value: V,
+    aux: u32,
+    state: MemoState,
 }
 
 /// The machine's error: boxed, so that every `Result` on the hot path is one register.
@@ -430,10 +534,14 @@ type Fail = Box<PickleError>;
 struct Machine<'b, R, B: Build> {
     input: Input<R>,
     builder: &'b mut B,
-    stack: Vec<Slot<B::Value>>,
+    /// Stands in for the value of memo slots that hold none.
+    placeholder: B::Value,
+    stack: Vec<Slot<B::Value, B::List>>,
     /// Stack indices of the `MARK` slots, innermost last.
     marks: Vec<usize>,
-    memo: Vec<Memo<B::Value>>,
+    memo: Vec<MemoEntry<B::Value>>,
+    /// The items of the flat dict being read by [`Machine::flat_dict`], reused.
+    scratch: Vec<(B::Value, B::Value)>,
     /// Byte offset and code of the opcode being run; errors name them.
     offset: u64,
     code: u8,
@@ -557,7 +665,8 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     self.push_value(v)?;
                 }
                 b')' => {
-                    let v = self.builder.tuple(Vec::new());
+                    let list = self.builder.new_list();
+                    let v = self.finish_list(list, true)?;
                     self.push_value(v)?;
                 }
                 0x85..=0x87 => {
@@ -573,25 +682,30 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                         items.push(v);
                     }
                     items.reverse();
-                    let v = self.builder.tuple(items);
+                    let list = self.list_of(items)?;
+                    let v = self.finish_list(list, true)?;
                     self.push_nested(v, depth)?;
                 }
-                b't' => {
+                b't' | 0x91 => {
                     let (items, depth) = self.pop_mark()?;
-                    let v = self.builder.tuple(items);
+                    let list = self.list_of(items)?;
+                    let v = self.finish_list(list, code == b't')?;
                     self.push_nested(v, depth)?;
                 }
-                0x91 => {
-                    let (items, depth) = self.pop_mark()?;
-                    let v = self.builder.list(items);
-                    self.push_nested(v, depth)?;
+                b']' | 0x8f => {
+                    let list = self.builder.new_list();
+                    self.push(Slot::List(list, 1, NO_MEMO))?;
                 }
-                b']' | 0x8f => self.push(Slot::List(Vec::new(), 1, NO_MEMO))?,
-                b'}' => self.push(Slot::Dict(Vec::new(), 1, NO_MEMO))?,
+                b'}' => {
+                    if !self.flat_dict()? {
+                        self.push(Slot::Dict(Vec::new(), 1, NO_MEMO))?;
+                    }
+                }
                 b'l' => {
                     let (items, depth) = self.pop_mark()?;
                     let depth = self.nested_depth(depth)?;
-                    self.push(Slot::List(items, depth, NO_MEMO))?;
+                    let list = self.list_of(items)?;
+                    self.push(Slot::List(list, depth, NO_MEMO))?;
                 }
                 b'd' => {
                     let (items, depth) = self.pop_mark()?;
@@ -646,6 +760,143 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                 _ => return Err(self.unsupported()),
             }
         }
+    }
+
+    /// Reads a flat dict (`}`, an optional memo put, `MARK`, scalar and memo-reference items,
+    /// `SETITEMS`) straight from the buffer, as every trace entry and frame is written, and
+    /// pushes it finished. `false` (nothing consumed) when the dict is not flat, is longer than
+    /// [`FLAT_DICT_WINDOW`], writes to the memo inside, or could take a second batch of items:
+    /// the general path then reads it, and reports whatever is wrong with it.
+    #[inline]
+    fn flat_dict(&mut self) -> Result<bool, Fail> {
+        let memo_len = self.memo.len();
+        let w = self.input.window(FLAT_DICT_WINDOW);
+        let (put, mut i) = match w.first() {
+            Some(0x94) => (Some(memo_len), 1),
+            Some(b'q') if w.len() > 1 => (Some(usize::from(w[1])), 2),
+            Some(b'r') if w.len() > 4 => (Some(u32_at(w, 1) as usize), 5),
+            _ => (None, 0),
+        };
+        if w.get(i) != Some(&b'(') {
+            return Ok(false);
+        }
+        i += 1;
+        if put.is_some_and(|index| index >= MAX_MEMO || index > memo_len + MAX_MEMO_GAP) {
+            return Ok(false);
+        }
+        self.scratch.clear();
+        let mut key = None;
+        let mut depth = 0;
+        loop {
+            let Some(&op) = w.get(i) else {
+                return Ok(false);
+            };
+            let (value, len) = match op {
+                b'u' => break,
+                b'h' | b'j' => {
+                    let (index, len) = if op == b'h' {
+                        match w.get(i + 1) {
+                            Some(&b) => (usize::from(b), 2),
+                            None => return Ok(false),
+                        }
+                    } else if w.len() > i + 4 {
+                        (u32_at(w, i + 1) as usize, 5)
+                    } else {
+                        return Ok(false);
+                    };
+                    match self.memo.get(index) {
+                        Some(m) if m.state == MemoState::Ready => {
+                            depth = depth.max(m.aux as u16);
+                            (m.value.clone(), len)
+                        }
+                        _ => return Ok(false),
+                    }
+                }
+                b'K' => match w.get(i + 1) {
+                    Some(&b) => (self.builder.int(b.into()), 2),
+                    None => return Ok(false),
+                },
+                b'M' if w.len() > i + 2 => {
+                    let v = u16::from_le_bytes([w[i + 1], w[i + 2]]);
+                    (self.builder.int(v.into()), 3)
+                }
+                b'J' if w.len() > i + 4 => {
+                    (self.builder.int(i64::from(u32_at(w, i + 1) as i32)), 5)
+                }
+                0x8a => {
+                    let Some(&n) = w.get(i + 1) else {
+                        return Ok(false);
+                    };
+                    let n = usize::from(n);
+                    match w.get(i + 2..i + 2 + n) {
+                        Some(bytes) if n <= 8 => match decode_long(bytes) {
+                            Ok(v) => (self.builder.int(v), 2 + n),
+                            Err(_) => return Ok(false),
+                        },
+                        _ => return Ok(false),
+                    }
+                }
+                b'N' => (self.builder.none(), 1),
+                0x88 | 0x89 => (self.builder.bool(op == 0x88), 1),
+                b'G' => match w.get(i + 1..i + 9) {
+                    Some(b) => (
+                        self.builder
+                            .float(f64::from_be_bytes(b.try_into().expect("8 bytes"))),
+                        9,
+                    ),
+                    None => return Ok(false),
+                },
+                0x8c => {
+                    let Some(&n) = w.get(i + 1) else {
+                        return Ok(false);
+                    };
+                    let end = i + 2 + usize::from(n);
+                    // A string memoized here changes the memo: the general path does that.
+                    match (w.get(i + 2..end), w.get(end)) {
+                        (Some(bytes), Some(next)) if !matches!(next, 0x94 | b'q' | b'r') => {
+                            match std::str::from_utf8(bytes) {
+                                Ok(s) => (self.builder.str(s), end - i),
+                                Err(_) => return Ok(false),
+                            }
+                        }
+                        _ => return Ok(false),
+                    }
+                }
+                _ => return Ok(false),
+            };
+            i += len;
+            match key.take() {
+                None => key = Some(value),
+                Some(k) => self.scratch.push((k, value)),
+            }
+        }
+        // An odd item, a full batch (pickle writes at most 1000 pairs per SETITEMS, so another
+        // may follow) or a MARK after it: the general path decides.
+        if key.is_some() || self.scratch.len() >= 1000 || w.get(i + 1) == Some(&b'(') {
+            return Ok(false);
+        }
+        let depth = depth + 1;
+        if depth > MAX_DEPTH {
+            return Ok(false);
+        }
+        self.input.pos += i + 1;
+        let value = match self.builder.dict(&mut self.scratch) {
+            Ok(v) => v,
+            Err(reason) => return Err(self.limit(reason)),
+        };
+        self.scratch.clear();
+        if let Some(index) = put {
+            self.memo_set(
+                index,
+                MemoEntry {
+                    value: value.clone(),
+                    aux: depth.into(),
+                    state: MemoState::Ready,
+                },
+            );
+        }
+        self.push(Slot::Value(value, depth))?;
+        Ok(true)
     }
 
     /// The name of the opcode being run (computed only for errors).
@@ -757,7 +1008,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     }
 
     #[inline(always)]
-    fn push(&mut self, slot: Slot<B::Value>) -> Result<(), Fail> {
+    fn push(&mut self, slot: Slot<B::Value, B::List>) -> Result<(), Fail> {
         if self.stack.len() >= MAX_STACK {
             return Err(self.limit(format!("more than {MAX_STACK} items on the stack")));
         }
@@ -783,6 +1034,23 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         self.push(Slot::Value(v, depth))
     }
 
+    /// A builder list holding `items`.
+    fn list_of(&mut self, items: Vec<B::Value>) -> Result<B::List, Fail> {
+        let mut list = self.builder.new_list();
+        for item in items {
+            if let Err(reason) = self.builder.push(&mut list, item) {
+                return Err(self.limit(reason));
+            }
+        }
+        Ok(list)
+    }
+
+    fn finish_list(&mut self, list: B::List, tuple: bool) -> Result<B::Value, Fail> {
+        self.builder
+            .list(list, tuple)
+            .map_err(|reason| self.limit(reason))
+    }
+
     #[inline(always)]
     fn items_above_mark(&self) -> usize {
         self.stack.len() - self.marks.last().map_or(0, |m| m + 1)
@@ -790,13 +1058,22 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
 
     /// Closes a slot: an open container goes to the builder and its memo slot becomes ready.
     #[inline(always)]
-    fn close(&mut self, slot: Slot<B::Value>) -> Result<(B::Value, u16), Fail> {
+    fn close(&mut self, slot: Slot<B::Value, B::List>) -> Result<(B::Value, u16), Fail> {
         match slot {
             Slot::Value(v, depth) => Ok((v, depth)),
             slot => match close_container(self.builder, &mut self.memo, slot) {
-                Some(done) => Ok(done),
-                None => Err(self.found_mark()),
+                Ok(done) => Ok(done),
+                Err(why) => Err(self.close_failed(why)),
             },
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn close_failed(&self, why: CloseError) -> Fail {
+        match why {
+            CloseError::Mark => self.found_mark(),
+            CloseError::Build(reason) => self.limit(reason),
         }
     }
 
@@ -822,14 +1099,14 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         };
         let mut items = Vec::with_capacity(self.stack.len() - mark - 1);
         let mut depth = 0;
-        let mut failed = false;
+        let mut failed = None;
         for slot in self.stack.drain(mark + 1..) {
             let (v, d) = match slot {
                 Slot::Value(v, d) => (v, d),
                 slot => match close_container(self.builder, &mut self.memo, slot) {
-                    Some(done) => done,
-                    None => {
-                        failed = true;
+                    Ok(done) => done,
+                    Err(why) => {
+                        failed = Some(why);
                         break;
                     }
                 },
@@ -837,8 +1114,8 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             depth = depth.max(d);
             items.push(v);
         }
-        if failed {
-            return Err(self.found_mark());
+        if let Some(why) = failed {
+            return Err(self.close_failed(why));
         }
         self.stack.pop();
         Ok((items, depth))
@@ -870,7 +1147,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
 
     /// Moves `stack[from..]` into `target`; `Err` says why not (see [`Machine::fill_failed`]).
     #[inline(always)]
-    fn fill(&mut self, target: &mut Slot<B::Value>, from: usize) -> Result<(), FillError> {
+    fn fill(&mut self, target: &mut Slot<B::Value, B::List>, from: usize) -> Result<(), FillError> {
         let is_dict = matches!(target, Slot::Dict(..));
         let (Slot::List(_, depth, _) | Slot::Dict(_, depth, _)) = target else {
             return Err(FillError::NotAContainer);
@@ -883,7 +1160,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         let mut deepest = 0;
         for slot in &mut self.stack[from..] {
             if !matches!(slot, Slot::Value(..)) {
-                close_in_place(self.builder, &mut self.memo, slot).ok_or(FillError::Mark)?;
+                close_in_place(self.builder, &mut self.memo, slot)?;
             }
             let Slot::Value(_, d) = slot else {
                 unreachable!("closed above")
@@ -897,10 +1174,9 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         let mut slots = self.stack.drain(from..);
         match target {
             Slot::List(list, _, _) => {
-                list.reserve(slots.len());
                 for slot in slots {
                     if let Slot::Value(v, _) = slot {
-                        list.push(v);
+                        self.builder.push(list, v).map_err(FillError::Build)?;
                     }
                 }
             }
@@ -927,15 +1203,34 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             FillError::NotAContainer => self.malformed(
                 "target is not a list, set or dict being built (or is already referenced, as in a self-referencing structure)",
             ),
+            FillError::Build(reason) => self.limit(reason),
         }
     }
 
     /// The top slot, unless it is a mark (a mark's slot is never a target).
-    fn open_top(&mut self) -> Option<&mut Slot<B::Value>> {
+    fn open_top(&mut self) -> Option<&mut Slot<B::Value, B::List>> {
         if self.items_above_mark() == 0 {
             return None;
         }
         self.stack.last_mut()
+    }
+
+    /// Stores `entry` at memo `index` (checked by the caller), growing the memo as needed.
+    #[inline]
+    fn memo_set(&mut self, index: usize, entry: MemoEntry<B::Value>) {
+        if index == self.memo.len() {
+            self.memo.push(entry);
+            return;
+        }
+        if index > self.memo.len() {
+            let placeholder = &self.placeholder;
+            self.memo.resize_with(index + 1, || MemoEntry {
+                value: placeholder.clone(),
+                aux: 0,
+                state: MemoState::Empty,
+            });
+        }
+        self.memo[index] = entry;
     }
 
     #[inline]
@@ -947,34 +1242,42 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             )));
         }
         let at = self.stack.len().saturating_sub(1);
+        let placeholder = self.placeholder.clone();
         let entry = match self.open_top() {
             None => return Err(self.malformed("nothing to memoize")),
-            Some(Slot::Value(v, depth)) => Memo::Ready(v.clone(), *depth),
+            Some(Slot::Value(v, depth)) => MemoEntry {
+                value: v.clone(),
+                aux: (*depth).into(),
+                state: MemoState::Ready,
+            },
             Some(Slot::List(_, _, id) | Slot::Dict(_, _, id)) => {
                 if *id == NO_MEMO || *id as usize == index {
                     *id = index as u32;
-                    Memo::Open(at)
+                    MemoEntry {
+                        value: placeholder,
+                        aux: at as u32,
+                        state: MemoState::Open,
+                    }
                 } else {
-                    Memo::Alias(*id)
+                    MemoEntry {
+                        value: placeholder,
+                        aux: *id,
+                        state: MemoState::Alias,
+                    }
                 }
             }
             Some(Slot::Mark) => unreachable!("open_top never returns a mark"),
         };
-        if index == self.memo.len() {
-            self.memo.push(entry);
-        } else {
-            if index > self.memo.len() {
-                self.memo.resize_with(index + 1, || Memo::Empty);
-            }
-            self.memo[index] = entry;
-        }
+        self.memo_set(index, entry);
         Ok(())
     }
 
     #[inline]
     fn memo_get(&mut self, index: usize) -> Result<(), Fail> {
-        if let Some(Memo::Ready(v, depth)) = self.memo.get(index) {
-            let slot = Slot::Value(v.clone(), *depth);
+        if let Some(m) = self.memo.get(index)
+            && m.state == MemoState::Ready
+        {
+            let slot = Slot::Value(m.value.clone(), m.aux as u16);
             return self.push(slot);
         }
         self.memo_get_slow(index)
@@ -984,27 +1287,30 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     #[inline(never)]
     fn memo_get_slow(&mut self, index: usize) -> Result<(), Fail> {
         let index = match self.memo.get(index) {
-            Some(&Memo::Alias(first)) => first as usize,
+            Some(m) if m.state == MemoState::Alias => m.aux as usize,
             _ => index,
         };
-        if let Some(&Memo::Open(at)) = self.memo.get(index)
-            && matches!(self.stack.get(at), Some(Slot::List(..) | Slot::Dict(..)))
+        if let Some(m) = self.memo.get(index)
+            && m.state == MemoState::Open
         {
-            // Close the container where it stands; it can no longer receive items.
-            let open = std::mem::replace(&mut self.stack[at], Slot::Mark);
-            let (v, depth) = self.close(open)?;
-            self.stack[at] = Slot::Value(v, depth);
+            let at = m.aux as usize;
+            if matches!(self.stack.get(at), Some(Slot::List(..) | Slot::Dict(..))) {
+                // Close the container where it stands; it can no longer receive items.
+                let open = std::mem::replace(&mut self.stack[at], Slot::Mark);
+                let (v, depth) = self.close(open)?;
+                self.stack[at] = Slot::Value(v, depth);
+            }
         }
         let slot = match self.memo.get(index) {
-            Some(Memo::Ready(v, depth)) => Slot::Value(v.clone(), *depth),
+            Some(m) if m.state == MemoState::Ready => Slot::Value(m.value.clone(), m.aux as u16),
             // Only reachable when one memo index was stored over and over for different
             // containers; no pickler does that.
-            Some(Memo::Open(_) | Memo::Alias(_)) => {
+            Some(m) if m.state != MemoState::Empty => {
                 return Err(self.malformed(format!(
                     "memo index {index} was overwritten while its container was being built"
                 )));
             }
-            Some(Memo::Empty) | None => {
+            _ => {
                 return Err(self.malformed(format!(
                     "memo index {index} was never stored ({} entries)",
                     self.memo.len()
@@ -1015,45 +1321,72 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     }
 }
 
+/// The little-endian `u32` at `at` (the caller checked the length).
+#[inline(always)]
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
 /// Why [`Machine::fill`] stopped.
 enum FillError {
     Mark,
     TooDeep,
     Odd,
     NotAContainer,
+    Build(String),
 }
 
-/// [`close_container`] where the slot stands: it becomes a [`Slot::Value`]; `None` for a mark.
+/// Why [`close_container`] could not close a slot.
+enum CloseError {
+    Mark,
+    Build(String),
+}
+
+impl From<CloseError> for FillError {
+    fn from(why: CloseError) -> Self {
+        match why {
+            CloseError::Mark => FillError::Mark,
+            CloseError::Build(reason) => FillError::Build(reason),
+        }
+    }
+}
+
+/// [`close_container`] where the slot stands: it becomes a [`Slot::Value`].
 #[inline(never)]
 fn close_in_place<B: Build>(
     builder: &mut B,
-    memo: &mut [Memo<B::Value>],
-    slot: &mut Slot<B::Value>,
-) -> Option<()> {
+    memo: &mut [MemoEntry<B::Value>],
+    slot: &mut Slot<B::Value, B::List>,
+) -> Result<(), CloseError> {
     let open = std::mem::replace(slot, Slot::Mark);
     let (v, depth) = close_container(builder, memo, open)?;
     *slot = Slot::Value(v, depth);
-    Some(())
+    Ok(())
 }
 
-/// Hands an open container to the builder and makes its memo slot ready; `None` for a mark.
+/// Hands an open container to the builder and makes its memo slot ready.
 /// A free function so it can run while the stack is being drained.
 #[inline]
 fn close_container<B: Build>(
     builder: &mut B,
-    memo: &mut [Memo<B::Value>],
-    slot: Slot<B::Value>,
-) -> Option<(B::Value, u16)> {
+    memo: &mut [MemoEntry<B::Value>],
+    slot: Slot<B::Value, B::List>,
+) -> Result<(B::Value, u16), CloseError> {
     let (value, depth, id) = match slot {
-        Slot::Value(v, depth) => return Some((v, depth)),
-        Slot::Mark => return None,
-        Slot::List(items, depth, id) => (builder.list(items), depth, id),
-        Slot::Dict(items, depth, id) => (builder.dict(items), depth, id),
+        Slot::Value(v, depth) => return Ok((v, depth)),
+        Slot::Mark => return Err(CloseError::Mark),
+        Slot::List(list, depth, id) => (builder.list(list, false), depth, id),
+        Slot::Dict(mut items, depth, id) => (builder.dict(&mut items), depth, id),
     };
+    let value = value.map_err(CloseError::Build)?;
     if id != NO_MEMO {
-        memo[id as usize] = Memo::Ready(value.clone(), depth);
+        memo[id as usize] = MemoEntry {
+            value: value.clone(),
+            aux: depth.into(),
+            state: MemoState::Ready,
+        };
     }
-    Some((value, depth))
+    Ok((value, depth))
 }
 
 fn pairs<V>(items: Vec<V>) -> Option<Vec<(V, V)>> {
