@@ -166,6 +166,33 @@ def test_files(out):
     (hostile / "huge_len.pickle").write_bytes(b"\x80\x04\x8d" + (1 << 62).to_bytes(8, "little") + b"abc")
     (hostile / "memo.pickle").write_bytes(b"\x80\x02]h\x09a.")
     (hostile / "not_snapshot.pickle").write_bytes(pickle.dumps({"a": 1}, 4))
+    shared_references(hostile)
+
+
+def shared_references(hostile):
+    """Small files whose memo references would expand to millions of records or values."""
+    import gzip
+    import pickletools
+    entry = event("alloc", 0x7F00_0000_0000, MiB, 1_700_000_000_000_000, S1)
+    head = pickle.dumps({"segments": [], "device_traces": [[entry]]}, 2)
+    ops = list(pickletools.genops(head))
+    # The entry is the second dict; its memo index follows it. The first APPEND after it puts
+    # the entry into the trace list: 30M more references to it go right there.
+    dicts = [k for k, (op, _, _) in enumerate(ops) if op.name == "EMPTY_DICT"]
+    memo = ops[dicts[1] + 1][1]
+    append = next(pos for op, _, pos in ops[dicts[1]:] if op.name == "APPEND")
+    refs = b"(" + bytes([ord("h"), memo]) * 1000 + b"e"
+    with gzip.GzipFile(hostile / "shared_entry.pickle.gz", "wb", mtime=0) as f:
+        f.write(head[: append + 1])
+        for _ in range(30_000):
+            f.write(refs)
+        f.write(head[append + 1:])
+    seg = segment(0x1000, MiB, [block(0x1000, MiB, "active_allocated", S1)])
+    (hostile / "shared_segment.pickle").write_bytes(
+        pickle.dumps({"segments": [seg, seg], "device_traces": []}, 4))
+    trace = [entry]
+    (hostile / "shared_trace.pickle").write_bytes(
+        pickle.dumps({"segments": [], "device_traces": [trace, trace]}, 4))
 
 
 def bench(n, path):
