@@ -33,7 +33,7 @@
 //! not: the workspace belongs to the cuBLAS handle and lives on, whichever line ran the first
 //! matmul.
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -223,14 +223,14 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
         .filter(|s| s.device == device)
         .collect();
     let blocks = || segments.iter().flat_map(|s| &s.blocks);
-    // Active blocks at the end, by address: whether the trace touched each.
-    let mut end_active: HashMap<u64, bool> = blocks()
-        .filter(|b| b.state != BlockState::Inactive)
-        .map(|b| (b.address, false))
-        .collect();
+    // Without any free_completed (an old or synthetic trace) a free completes at once.
+    let completions = events.iter().any(|e| e.action == Action::FreeCompleted);
+    // Addresses freed without an alloc in the trace.
+    let mut freed_before: HashSet<u64> = HashSet::default();
 
-    let mut intervals: Vec<Interval> = Vec::new();
-    let mut live: HashMap<u64, u32> = HashMap::default();
+    let mut intervals: Vec<Interval> = Vec::with_capacity(events.len() / 2 + 16);
+    let mut live: HashMap<u64, u32> =
+        HashMap::with_capacity_and_hasher(1 << 12, Default::default());
     let mut pending: HashMap<u64, u64> = HashMap::default();
     let mut now = Running::default();
     // Bytes pending free when the trace began (their free_completed comes without a request).
@@ -247,9 +247,6 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
                     old.end = at;
                     now.allocated -= i128::from(old.size);
                     now.active -= i128::from(old.size);
-                }
-                if let Some(touched) = end_active.get_mut(&e.addr) {
-                    *touched = true;
                 }
                 intervals.push(Interval {
                     size: e.size,
@@ -268,9 +265,7 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
                         iv.size
                     }
                     None => {
-                        if let Some(touched) = end_active.get_mut(&e.addr) {
-                            *touched = true;
-                        }
+                        freed_before.insert(e.addr);
                         intervals.push(Interval {
                             size: e.size,
                             stack: NONE,
@@ -281,7 +276,11 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
                     }
                 };
                 now.allocated -= i128::from(size);
-                pending.insert(e.addr, size);
+                if completions {
+                    pending.insert(e.addr, size);
+                } else {
+                    now.active -= i128::from(size);
+                }
             }
             Action::FreeCompleted => match pending.remove(&e.addr) {
                 Some(size) => now.active -= i128::from(size),
@@ -314,19 +313,23 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
             best = (now, Some(i));
         }
     }
+    // Active at the end with no event in the trace: there all along.
     let mut pending_untouched = 0u64;
     for block in blocks() {
-        if end_active.get(&block.address) == Some(&false) {
-            match block.state {
-                BlockState::ActiveAllocated => intervals.push(Interval {
-                    size: block.size,
-                    stack: block.stack,
-                    start: NONE,
-                    end: NONE,
-                }),
-                BlockState::ActivePendingFree => pending_untouched += block.size,
-                BlockState::Inactive => {}
+        let untouched = !live.contains_key(&block.address)
+            && !pending.contains_key(&block.address)
+            && !freed_before.contains(&block.address);
+        match block.state {
+            BlockState::ActiveAllocated if untouched => intervals.push(Interval {
+                size: block.size,
+                stack: block.stack,
+                start: NONE,
+                end: NONE,
+            }),
+            BlockState::ActivePendingFree if untouched && completions => {
+                pending_untouched += block.size;
             }
+            _ => {}
         }
     }
     let base: u64 = intervals

@@ -327,27 +327,32 @@ const TAGS: [Tag; 15] = [
 impl Val {
     const NONE: Val = Val(Tag::None as u64);
 
+    #[inline(always)]
     fn of(tag: Tag, id: u32) -> Val {
         Val(u64::from(id) << 4 | tag as u64)
     }
 
+    #[inline(always)]
     fn tag(self) -> Tag {
         TAGS.get((self.0 & 0xf) as usize)
             .copied()
             .unwrap_or(Tag::None)
     }
 
+    #[inline(always)]
     fn id(self) -> u32 {
         (self.0 >> 4) as u32
     }
 
     /// The inline int, when it is one.
+    #[inline(always)]
     fn small_int(self) -> Option<i64> {
-        (self.tag() == Tag::Int).then_some(self.0 as i64 >> 4)
+        self.is(Tag::Int).then_some(self.0 as i64 >> 4)
     }
 
+    #[inline(always)]
     fn is(self, tag: Tag) -> bool {
-        self.tag() == tag
+        self.0 & 0xf == tag as u64
     }
 }
 
@@ -419,23 +424,31 @@ const STATE_NAMES: [&str; 4] = [
 ];
 
 /// The value of the first occurrence of each key of [`key`] in a dict, indexed by key id.
-struct Fields([Option<Val>; KEY_COUNT]);
+/// Plain values with a sentinel keep it 112 bytes, built in place for every dict read.
+struct Fields([Val; KEY_COUNT]);
+
+/// Marks a key not in the dict: tag 15 is no [`Tag`].
+const ABSENT: Val = Val(0xf);
 
 impl Fields {
+    #[inline(always)]
     fn of(items: &[(Val, Val)]) -> Self {
-        let mut found = [None; KEY_COUNT];
+        let mut found = [ABSENT; KEY_COUNT];
         for &(k, v) in items {
             if k.is(Tag::Str)
-                && let Some(slot @ None) = found.get_mut(k.id() as usize)
+                && let Some(slot) = found.get_mut(k.id() as usize)
+                && *slot == ABSENT
             {
-                *slot = Some(v);
+                *slot = v;
             }
         }
         Fields(found)
     }
 
+    #[inline(always)]
     fn get(&self, key: u32) -> Option<Val> {
-        self.0[key as usize]
+        let v = self.0[key as usize];
+        (v != ABSENT).then_some(v)
     }
 }
 
@@ -454,6 +467,7 @@ struct Placed(Vec<u64>);
 
 impl Placed {
     /// Marks `id`; `false` if it was marked already.
+    #[inline]
     fn mark(&mut self, id: u32) -> bool {
         let (word, bit) = (id as usize / 64, id % 64);
         if word >= self.0.len() {
@@ -531,7 +545,16 @@ impl SnapshotBuilder {
         v.is(Tag::Str).then(|| &self.strings[v.id() as usize])
     }
 
+    #[inline(always)]
     fn i64_of(&self, v: Val) -> Option<i64> {
+        if let Some(i) = v.small_int() {
+            return Some(i);
+        }
+        self.i64_of_other(v)
+    }
+
+    #[inline(never)]
+    fn i64_of_other(&self, v: Val) -> Option<i64> {
         match v.tag() {
             Tag::Int => v.small_int(),
             Tag::False => Some(0),
@@ -545,7 +568,16 @@ impl SnapshotBuilder {
         }
     }
 
+    #[inline(always)]
     fn u64_of(&self, v: Val) -> Option<u64> {
+        if let Some(i) = v.small_int() {
+            return u64::try_from(i).ok();
+        }
+        self.u64_of_other(v)
+    }
+
+    #[inline(never)]
+    fn u64_of_other(&self, v: Val) -> Option<u64> {
         match v.tag() {
             Tag::Wide => match &self.wide[v.id() as usize] {
                 Wide::Int(i) => u64::try_from(*i).ok(),
@@ -599,6 +631,7 @@ impl SnapshotBuilder {
         Some(id)
     }
 
+    #[inline]
     fn stack_of(&self, v: Val) -> Result<StackId, String> {
         match v.tag() {
             Tag::Stack => Ok(v.id()),
@@ -619,6 +652,7 @@ impl SnapshotBuilder {
     }
 
     /// Converts the fields of a trace-entry dict; `Err` names what is wrong.
+    #[inline]
     fn trace_entry(&mut self, fields: &Fields) -> Result<TraceEntry, String> {
         let action = fields
             .get(key::ACTION)
@@ -697,6 +731,7 @@ impl SnapshotBuilder {
         })
     }
 
+    #[inline]
     fn place(&mut self, v: Val) -> Result<(), String> {
         let fresh = match v.tag() {
             Tag::Trace => self.placed_traces.mark(v.id()),
@@ -953,6 +988,10 @@ fn shared(path: &str) -> SnapshotError {
 impl Build for SnapshotBuilder {
     type Value = Val;
     type List = ListAcc;
+    fn memo_hint(&self) -> usize {
+        // About one memo slot per trace entry (its dict).
+        self.traces.capacity()
+    }
     fn none(&mut self) -> Val {
         Val::NONE
     }

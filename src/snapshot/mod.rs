@@ -163,7 +163,9 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<SnapshotReport, Lo
                 bar
             });
     let input = Progress {
-        inner: BufReader::with_capacity(1 << 20, file),
+        // Small: it only lets the magic bytes be peeked; the reader's own larger reads then
+        // bypass it instead of being copied through it.
+        inner: BufReader::with_capacity(64 * 1024, file),
         bar: bar.clone(),
     };
     let (input, plain) = decompressed(input, &display)?;

@@ -154,17 +154,22 @@ pub trait Build {
     /// A dict of `items` in order. The builder may take the items out; the caller clears
     /// `items` afterwards and reuses it.
     fn dict(&mut self, items: &mut Vec<(Self::Value, Self::Value)>) -> Result<Self::Value, String>;
+    /// How many memo slots to reserve up front (the memo then never moves while it grows).
+    fn memo_hint(&self) -> usize {
+        0
+    }
 }
 
 /// Reads one pickle from `input` and returns the builder's value for its top-level object.
 pub fn read<R: Read, B: Build>(input: R, builder: &mut B) -> Result<B::Value, PickleError> {
+    let memo = Vec::with_capacity(builder.memo_hint().min(MAX_MEMO));
     Machine {
         input: Input::new(input),
         placeholder: builder.none(),
         builder,
         stack: Vec::new(),
         marks: Vec::new(),
-        memo: Vec::new(),
+        memo,
         scratch: Vec::new(),
         offset: 0,
         code: 0,
@@ -576,8 +581,10 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     return Ok(value);
                 }
                 b'(' => {
-                    self.marks.push(self.stack.len());
-                    self.push(Slot::Mark)?;
+                    if !self.flat_batch()? {
+                        self.marks.push(self.stack.len());
+                        self.push(Slot::Mark)?;
+                    }
                 }
                 b'0' => match self.stack.last() {
                     None => return Err(self.malformed("stack is empty")),
@@ -696,11 +703,10 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     let list = self.builder.new_list();
                     self.push(Slot::List(list, 1, NO_MEMO))?;
                 }
-                b'}' => {
-                    if !self.flat_dict()? {
-                        self.push(Slot::Dict(Vec::new(), 1, NO_MEMO))?;
-                    }
-                }
+                b'}' => match self.flat_dict(0)? {
+                    Some((v, depth)) => self.push(Slot::Value(v, depth))?,
+                    None => self.push(Slot::Dict(Vec::new(), 1, NO_MEMO))?,
+                },
                 b'l' => {
                     let (items, depth) = self.pop_mark()?;
                     let depth = self.nested_depth(depth)?;
@@ -764,13 +770,16 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
 
     /// Reads a flat dict (`}`, an optional memo put, `MARK`, scalar and memo-reference items,
     /// `SETITEMS`) straight from the buffer, as every trace entry and frame is written, and
-    /// pushes it finished. `false` (nothing consumed) when the dict is not flat, is longer than
-    /// [`FLAT_DICT_WINDOW`], writes to the memo inside, or could take a second batch of items:
-    /// the general path then reads it, and reports whatever is wrong with it.
+    /// returns it finished with its depth. The buffer holds the dict from `lead` bytes on (the
+    /// `}` itself is at `lead - 1` or already consumed). `None` (nothing consumed) when the dict
+    /// is not flat, is longer than [`FLAT_DICT_WINDOW`], writes to the memo inside, or could
+    /// take a second batch of items: the general path then reads it, and reports whatever is
+    /// wrong with it.
     #[inline]
-    fn flat_dict(&mut self) -> Result<bool, Fail> {
+    fn flat_dict(&mut self, lead: usize) -> Result<Option<(B::Value, u16)>, Fail> {
         let memo_len = self.memo.len();
         let w = self.input.window(FLAT_DICT_WINDOW);
+        let w = w.get(lead..).unwrap_or(&[]);
         let (put, mut i) = match w.first() {
             Some(0x94) => (Some(memo_len), 1),
             Some(b'q') if w.len() > 1 => (Some(usize::from(w[1])), 2),
@@ -778,18 +787,18 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             _ => (None, 0),
         };
         if w.get(i) != Some(&b'(') {
-            return Ok(false);
+            return Ok(None);
         }
         i += 1;
         if put.is_some_and(|index| index >= MAX_MEMO || index > memo_len + MAX_MEMO_GAP) {
-            return Ok(false);
+            return Ok(None);
         }
         self.scratch.clear();
         let mut key = None;
         let mut depth = 0;
         loop {
             let Some(&op) = w.get(i) else {
-                return Ok(false);
+                return Ok(None);
             };
             let (value, len) = match op {
                 b'u' => break,
@@ -797,24 +806,24 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     let (index, len) = if op == b'h' {
                         match w.get(i + 1) {
                             Some(&b) => (usize::from(b), 2),
-                            None => return Ok(false),
+                            None => return Ok(None),
                         }
                     } else if w.len() > i + 4 {
                         (u32_at(w, i + 1) as usize, 5)
                     } else {
-                        return Ok(false);
+                        return Ok(None);
                     };
                     match self.memo.get(index) {
                         Some(m) if m.state == MemoState::Ready => {
                             depth = depth.max(m.aux as u16);
                             (m.value.clone(), len)
                         }
-                        _ => return Ok(false),
+                        _ => return Ok(None),
                     }
                 }
                 b'K' => match w.get(i + 1) {
                     Some(&b) => (self.builder.int(b.into()), 2),
-                    None => return Ok(false),
+                    None => return Ok(None),
                 },
                 b'M' if w.len() > i + 2 => {
                     let v = u16::from_le_bytes([w[i + 1], w[i + 2]]);
@@ -825,15 +834,15 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                 }
                 0x8a => {
                     let Some(&n) = w.get(i + 1) else {
-                        return Ok(false);
+                        return Ok(None);
                     };
                     let n = usize::from(n);
                     match w.get(i + 2..i + 2 + n) {
                         Some(bytes) if n <= 8 => match decode_long(bytes) {
                             Ok(v) => (self.builder.int(v), 2 + n),
-                            Err(_) => return Ok(false),
+                            Err(_) => return Ok(None),
                         },
-                        _ => return Ok(false),
+                        _ => return Ok(None),
                     }
                 }
                 b'N' => (self.builder.none(), 1),
@@ -844,11 +853,11 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                             .float(f64::from_be_bytes(b.try_into().expect("8 bytes"))),
                         9,
                     ),
-                    None => return Ok(false),
+                    None => return Ok(None),
                 },
                 0x8c => {
                     let Some(&n) = w.get(i + 1) else {
-                        return Ok(false);
+                        return Ok(None);
                     };
                     let end = i + 2 + usize::from(n);
                     // A string memoized here changes the memo: the general path does that.
@@ -856,13 +865,13 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                         (Some(bytes), Some(next)) if !matches!(next, 0x94 | b'q' | b'r') => {
                             match std::str::from_utf8(bytes) {
                                 Ok(s) => (self.builder.str(s), end - i),
-                                Err(_) => return Ok(false),
+                                Err(_) => return Ok(None),
                             }
                         }
-                        _ => return Ok(false),
+                        _ => return Ok(None),
                     }
                 }
-                _ => return Ok(false),
+                _ => return Ok(None),
             };
             i += len;
             match key.take() {
@@ -873,13 +882,13 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         // An odd item, a full batch (pickle writes at most 1000 pairs per SETITEMS, so another
         // may follow) or a MARK after it: the general path decides.
         if key.is_some() || self.scratch.len() >= 1000 || w.get(i + 1) == Some(&b'(') {
-            return Ok(false);
+            return Ok(None);
         }
         let depth = depth + 1;
         if depth > MAX_DEPTH {
-            return Ok(false);
+            return Ok(None);
         }
-        self.input.pos += i + 1;
+        self.input.pos += lead + i + 1;
         let value = match self.builder.dict(&mut self.scratch) {
             Ok(v) => v,
             Err(reason) => return Err(self.limit(reason)),
@@ -895,7 +904,59 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                 },
             );
         }
-        self.push(Slot::Value(value, depth))?;
+        Ok(Some((value, depth)))
+    }
+
+    /// At a `MARK` right above an open list: appends the flat dicts that follow straight to
+    /// the list, as `APPENDS` would (a trace is batches of 1000 of them), without the stack.
+    /// At the first item that is not a flat dict the mark is pushed and the general path goes
+    /// on from there; `false` (nothing done) when this is no such batch.
+    #[inline]
+    fn flat_batch(&mut self) -> Result<bool, Fail> {
+        if self.items_above_mark() == 0
+            || !matches!(self.stack.last(), Some(Slot::List(..)))
+            || self.input.window(1).first() != Some(&b'}')
+        {
+            return Ok(false);
+        }
+        let Some(Slot::List(mut list, mut depth, id)) = self.stack.pop() else {
+            unreachable!("checked above")
+        };
+        let mark_offset = self.offset;
+        let done = loop {
+            match self.input.window(1).first() {
+                Some(b'}') => {
+                    self.offset = self.input.offset();
+                    self.code = b'}';
+                    match self.flat_dict(1) {
+                        Ok(Some((v, d))) => {
+                            depth = depth.max(d + 1);
+                            if let Err(reason) = self.builder.push(&mut list, v) {
+                                break Err(self.limit(reason));
+                            }
+                        }
+                        Ok(None) => break Ok(false),
+                        Err(e) => break Err(e),
+                    }
+                }
+                Some(b'e') => {
+                    self.input.pos += 1;
+                    break Ok(true);
+                }
+                _ => break Ok(false),
+            }
+        };
+        self.stack.push(Slot::List(list, depth, id));
+        if depth > MAX_DEPTH {
+            return Err(self.too_deep());
+        }
+        if !done? {
+            // The rest of the batch takes the general path, after the mark it started with.
+            self.offset = mark_offset;
+            self.code = b'(';
+            self.marks.push(self.stack.len());
+            self.push(Slot::Mark)?;
+        }
         Ok(true)
     }
 
