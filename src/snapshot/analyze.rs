@@ -195,16 +195,30 @@ pub fn device_trace(snapshot: &Snapshot, device: i64) -> &[TraceEntry] {
         .map_or(&[], Vec::as_slice)
 }
 
-/// `u32::MAX` in an [`Interval`]: before the first event, after the last, or no stack.
+/// `u32::MAX` in an [`Interval`]: before the first event, or after the last.
 const NONE: u32 = u32::MAX;
 
-/// A block's life in the trace: 24 bytes, one per `alloc` event.
+/// A block's life in the trace, as the indices of its events: 8 bytes, one per `alloc` (and
+/// per free of a block allocated before the trace). Its size and stack are those of its
+/// `alloc` event, or, when `start` is [`NONE`], the size of its free and no stack.
 struct Interval {
-    size: u64,
-    /// [`NONE`]: allocated before the trace, stack unknown.
-    stack: u32,
     start: u32,
     end: u32,
+}
+
+impl Interval {
+    fn size(&self, events: &[TraceEntry]) -> u64 {
+        events[if self.start == NONE {
+            self.end
+        } else {
+            self.start
+        } as usize]
+            .size
+    }
+
+    fn stack(&self, events: &[TraceEntry]) -> Option<StackId> {
+        (self.start != NONE).then(|| events[self.start as usize].stack)
+    }
 }
 
 /// Running sums over a trace, relative to its start.
@@ -245,12 +259,11 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
                 if let Some(old) = live.insert(e.addr, intervals.len() as u32) {
                     let old = &mut intervals[old as usize];
                     old.end = at;
-                    now.allocated -= i128::from(old.size);
-                    now.active -= i128::from(old.size);
+                    let size = events[old.start as usize].size;
+                    now.allocated -= i128::from(size);
+                    now.active -= i128::from(size);
                 }
                 intervals.push(Interval {
-                    size: e.size,
-                    stack: e.stack,
                     start: at,
                     end: NONE,
                 });
@@ -262,13 +275,11 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
                     Some(idx) => {
                         let iv = &mut intervals[idx as usize];
                         iv.end = at;
-                        iv.size
+                        events[iv.start as usize].size
                     }
                     None => {
                         freed_before.insert(e.addr);
                         intervals.push(Interval {
-                            size: e.size,
-                            stack: NONE,
                             start: NONE,
                             end: at,
                         });
@@ -314,18 +325,16 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
         }
     }
     // Active at the end with no event in the trace: there all along.
+    let mut untouched_blocks: Vec<(Option<StackId>, u64)> = Vec::new();
     let mut pending_untouched = 0u64;
     for block in blocks() {
         let untouched = !live.contains_key(&block.address)
             && !pending.contains_key(&block.address)
             && !freed_before.contains(&block.address);
         match block.state {
-            BlockState::ActiveAllocated if untouched => intervals.push(Interval {
-                size: block.size,
-                stack: block.stack,
-                start: NONE,
-                end: NONE,
-            }),
+            BlockState::ActiveAllocated if untouched => {
+                untouched_blocks.push((Some(block.stack), block.size));
+            }
             BlockState::ActivePendingFree if untouched && completions => {
                 pending_untouched += block.size;
             }
@@ -335,8 +344,9 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
     let base: u64 = intervals
         .iter()
         .filter(|iv| iv.start == NONE)
-        .map(|iv| iv.size)
-        .sum();
+        .map(|iv| iv.size(events))
+        .sum::<u64>()
+        + untouched_blocks.iter().map(|b| b.1).sum::<u64>();
     let reserved_bytes: u64 = segments.iter().map(|s| s.total_size).sum();
     // Everything at moment `r` of the trace, in absolute bytes.
     let allocated_at = |r: &Running| clamp(i128::from(base) + r.allocated);
@@ -355,7 +365,9 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
         started && !ended
     });
     let peak_stacks = group(
-        live_at_peak.map(|iv| ((iv.stack != NONE).then_some(iv.stack), iv.size)),
+        live_at_peak
+            .map(|iv| (iv.stack(events), iv.size(events)))
+            .chain(untouched_blocks.iter().copied()),
         names,
     );
 

@@ -988,9 +988,10 @@ fn shared(path: &str) -> SnapshotError {
 impl Build for SnapshotBuilder {
     type Value = Val;
     type List = ListAcc;
-    fn memo_hint(&self) -> usize {
-        // About one memo slot per trace entry (its dict).
-        self.traces.capacity()
+    fn run_value(&self, first: &Val, offset: u32) -> Option<Val> {
+        first
+            .is(Tag::Trace)
+            .then(|| Val::of(Tag::Trace, first.id().wrapping_add(offset)))
     }
     fn none(&mut self) -> Val {
         Val::NONE
@@ -1161,6 +1162,53 @@ mod tests {
         // pickle.dumps([], 2)
         let s = Snapshot::read(&b"\x80\x02]q\x00."[..]).unwrap();
         assert!(s.segments.is_empty() && s.device_traces.is_empty());
+    }
+
+    /// 1,500 flat trace entries memoized one after another (the memo keeps them as runs), a
+    /// string memoized among them (its chunk is listed again), then a reference to entry 1,200:
+    /// the reference finds the right entry, and it is refused as a second use.
+    #[test]
+    fn memo_runs_resolve_references_in_and_after_them() {
+        let mut b =
+            b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94](]\x94".to_vec();
+        // Memo so far: 0 top dict, 1 "segments", 2 [], 3 "device_traces", 4 trace list.
+        let entry = |b: &mut Vec<u8>, t: u8| {
+            b.extend_from_slice(b"}\x94(\x8c\x06action\x8c\x05alloc\x8c\x04size");
+            b.extend_from_slice(&[b'K', t, b'u']);
+        };
+        for chunk in 0..2 {
+            b.push(b'(');
+            for k in 0..750 {
+                entry(&mut b, ((chunk * 750 + k) % 251) as u8);
+                if chunk == 1 && k == 100 {
+                    b.extend_from_slice(b"\x8c\x01x\x940");
+                }
+            }
+            b.push(b'e');
+        }
+        // A second device's trace refers to entry 1,200: memoized at 5 + 1,200, plus the
+        // string before it.
+        let whole = b.len();
+        b.extend_from_slice(b"](j");
+        b.extend_from_slice(&(5u32 + 1200 + 1).to_le_bytes());
+        b.extend_from_slice(b"eeu.");
+        let e = Snapshot::read(&b[..]).unwrap_err().to_string();
+        assert!(
+            e.contains("trace entry 1200 is referenced a second time"),
+            "{e}"
+        );
+        // Without it, the 1,500 entries read in order.
+        let mut ok = b[..whole].to_vec();
+        ok.extend_from_slice(b"eu.");
+        let s = Snapshot::read(&ok[..]).unwrap();
+        let sizes: Vec<u64> = s.device_traces[0].iter().map(|e| e.size).collect();
+        assert_eq!(sizes.len(), 1500);
+        assert!(
+            sizes
+                .iter()
+                .enumerate()
+                .all(|(i, &v)| v == (i % 251) as u64)
+        );
     }
 
     /// `{"segments": [], "device_traces": [[e, e]]}` with `e` one trace-entry dict memoized

@@ -33,6 +33,8 @@
 //!   is read (`pickle.dump` writes a container's items right after creating it, so it is
 //!   complete by then). Adding items to a container after that is refused: only a
 //!   self-referencing structure does it.
+//! - The memo costs 16 bytes a slot, and nothing for slots that hold a run of values the
+//!   builder numbers in order ([`Build::run_value`]).
 //! - Limits: nesting depth [`MAX_DEPTH`], stack length [`MAX_STACK`], memo size [`MAX_MEMO`];
 //!   the builder may refuse a value too ([`Build`] methods return `Err(reason)`). Every failure
 //!   is one [`PickleError`] whose `Display` is one line with a byte offset.
@@ -128,7 +130,7 @@ pub enum PickleError {
 /// [`PickleError::Limit`] naming the opcode, its offset and `reason`.
 pub trait Build {
     /// What a finished value becomes.
-    type Value: Clone;
+    type Value: Clone + PartialEq;
     /// A list, tuple or set being filled.
     type List;
     /// `None`.
@@ -154,22 +156,29 @@ pub trait Build {
     /// A dict of `items` in order. The builder may take the items out; the caller clears
     /// `items` afterwards and reuses it.
     fn dict(&mut self, items: &mut Vec<(Self::Value, Self::Value)>) -> Result<Self::Value, String>;
-    /// How many memo slots to reserve up front (the memo then never moves while it grows).
-    fn memo_hint(&self) -> usize {
-        0
+    /// The value `offset` places after `first` in a run of values that follow one another,
+    /// such as records numbered in the order they were read; `None` if `first` starts none.
+    /// The memo keeps a run of consecutive slots holding such values as its first value and
+    /// a count (a trace's entry dicts are memoized one after another).
+    fn run_value(&self, _first: &Self::Value, _offset: u32) -> Option<Self::Value> {
+        None
     }
 }
 
 /// Reads one pickle from `input` and returns the builder's value for its top-level object.
 pub fn read<R: Read, B: Build>(input: R, builder: &mut B) -> Result<B::Value, PickleError> {
-    let memo = Vec::with_capacity(builder.memo_hint().min(MAX_MEMO));
+    let placeholder = builder.none();
     Machine {
         input: Input::new(input),
-        placeholder: builder.none(),
+        memo: Memo {
+            chunks: Vec::new(),
+            len: 0,
+            placeholder: placeholder.clone(),
+        },
+        placeholder,
         builder,
         stack: Vec::new(),
         marks: Vec::new(),
-        memo,
         scratch: Vec::new(),
         offset: 0,
         code: 0,
@@ -525,12 +534,119 @@ enum MemoState {
     Ready,
 }
 
-/// One memo slot: 16 bytes with an 8-byte value, so a 10-million-entry trace's memo stays
-/// small. `value` is a placeholder unless `state` is [`MemoState::Ready`].
+/// One memo slot: 16 bytes with an 8-byte value. `value` is a placeholder unless `state` is
+/// [`MemoState::Ready`].
+#[derive(Clone)]
 struct MemoEntry<V> {
     value: V,
     aux: u32,
     state: MemoState,
+}
+
+/// Memo slots per [`MemoChunk`].
+const MEMO_CHUNK: usize = 1024;
+
+/// A chunk of memo slots: listed, or (while its slots so far hold one run of values, see
+/// [`Build::run_value`]) only the run's first value, depth and length.
+enum MemoChunk<V> {
+    Run { first: V, depth: u16, len: u32 },
+    Slots(Vec<MemoEntry<V>>),
+}
+
+/// The memo, in chunks of [`MEMO_CHUNK`] slots.
+struct Memo<V> {
+    chunks: Vec<MemoChunk<V>>,
+    /// One past the highest slot stored.
+    len: usize,
+    /// The value of slots that hold none.
+    placeholder: V,
+}
+
+impl<V: Clone + PartialEq> Memo<V> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Slot `index`, unless it is empty.
+    #[inline]
+    fn get<B: Build<Value = V>>(&self, index: usize, builder: &B) -> Option<MemoEntry<V>> {
+        match self.chunks.get(index / MEMO_CHUNK)? {
+            MemoChunk::Slots(slots) => slots
+                .get(index % MEMO_CHUNK)
+                .filter(|m| m.state != MemoState::Empty)
+                .cloned(),
+            MemoChunk::Run { first, depth, len } => {
+                let offset = (index % MEMO_CHUNK) as u32;
+                (offset < *len).then(|| MemoEntry {
+                    value: builder
+                        .run_value(first, offset)
+                        .expect("a run's values exist"),
+                    aux: (*depth).into(),
+                    state: MemoState::Ready,
+                })
+            }
+        }
+    }
+
+    /// Stores `entry` at slot `index` (the caller checked the limits).
+    #[inline]
+    fn set<B: Build<Value = V>>(&mut self, index: usize, entry: MemoEntry<V>, builder: &B) {
+        let (c, offset) = (index / MEMO_CHUNK, index % MEMO_CHUNK);
+        let ready = entry.state == MemoState::Ready;
+        if index == self.len && offset == 0 && c == self.chunks.len() {
+            self.len += 1;
+            let runs = ready && builder.run_value(&entry.value, 0).as_ref() == Some(&entry.value);
+            self.chunks.push(if runs {
+                MemoChunk::Run {
+                    first: entry.value,
+                    depth: entry.aux as u16,
+                    len: 1,
+                }
+            } else {
+                let mut slots = Vec::with_capacity(MEMO_CHUNK);
+                slots.push(entry);
+                MemoChunk::Slots(slots)
+            });
+            return;
+        }
+        while self.chunks.len() <= c {
+            self.chunks.push(MemoChunk::Slots(Vec::new()));
+        }
+        if let MemoChunk::Run { first, depth, len } = &mut self.chunks[c] {
+            if index == self.len
+                && offset == *len as usize
+                && ready
+                && entry.aux == u32::from(*depth)
+                && builder.run_value(first, *len).as_ref() == Some(&entry.value)
+            {
+                *len += 1;
+                self.len += 1;
+                return;
+            }
+            // Anything else in the chunk: list its slots.
+            let slots = (0..*len)
+                .map(|k| MemoEntry {
+                    value: builder.run_value(first, k).expect("a run's values exist"),
+                    aux: u32::from(*depth),
+                    state: MemoState::Ready,
+                })
+                .collect();
+            self.chunks[c] = MemoChunk::Slots(slots);
+        }
+        let MemoChunk::Slots(slots) = &mut self.chunks[c] else {
+            unreachable!("listed above")
+        };
+        if slots.len() <= offset {
+            let placeholder = &self.placeholder;
+            slots.resize_with(offset + 1, || MemoEntry {
+                value: placeholder.clone(),
+                aux: 0,
+                state: MemoState::Empty,
+            });
+        }
+        slots[offset] = entry;
+        self.len = self.len.max(index + 1);
+    }
 }
 
 /// The machine's error: boxed, so that every `Result` on the hot path is one register.
@@ -544,7 +660,7 @@ struct Machine<'b, R, B: Build> {
     stack: Vec<Slot<B::Value, B::List>>,
     /// Stack indices of the `MARK` slots, innermost last.
     marks: Vec<usize>,
-    memo: Vec<MemoEntry<B::Value>>,
+    memo: Memo<B::Value>,
     /// The items of the flat dict being read by [`Machine::flat_dict`], reused.
     scratch: Vec<(B::Value, B::Value)>,
     /// Byte offset and code of the opcode being run; errors name them.
@@ -703,10 +819,13 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     let list = self.builder.new_list();
                     self.push(Slot::List(list, 1, NO_MEMO))?;
                 }
-                b'}' => match self.flat_dict(0)? {
-                    Some((v, depth)) => self.push(Slot::Value(v, depth))?,
-                    None => self.push(Slot::Dict(Vec::new(), 1, NO_MEMO))?,
-                },
+                b'}' => {
+                    self.close_open_sibling()?;
+                    match self.flat_dict(0)? {
+                        Some((v, depth)) => self.push(Slot::Value(v, depth))?,
+                        None => self.push(Slot::Dict(Vec::new(), 1, NO_MEMO))?,
+                    }
+                }
                 b'l' => {
                     let (items, depth) = self.pop_mark()?;
                     let depth = self.nested_depth(depth)?;
@@ -800,6 +919,11 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             let Some(&op) = w.get(i) else {
                 return Ok(None);
             };
+            // A frame boundary may fall between any two opcodes; its length is only a hint.
+            if op == 0x95 && w.len() > i + 8 {
+                i += 9;
+                continue;
+            }
             let (value, len) = match op {
                 b'u' => break,
                 b'h' | b'j' => {
@@ -813,10 +937,10 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     } else {
                         return Ok(None);
                     };
-                    match self.memo.get(index) {
+                    match self.memo.get(index, &*self.builder) {
                         Some(m) if m.state == MemoState::Ready => {
                             depth = depth.max(m.aux as u16);
-                            (m.value.clone(), len)
+                            (m.value, len)
                         }
                         _ => return Ok(None),
                     }
@@ -907,6 +1031,23 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         Ok(Some((value, depth)))
     }
 
+    /// Closes the dict on top of the stack when a dict follows it: a dict about to receive a
+    /// value would have its key on top, so this one is a finished sibling. The builder then
+    /// gets dicts in the order they were written even when the flat ones after it are read at
+    /// once (records are numbered in that order). Only a pickle that pops the later dict to
+    /// add to this one again could tell, and no pickler writes one.
+    #[inline]
+    fn close_open_sibling(&mut self) -> Result<(), Fail> {
+        if self.items_above_mark() > 0
+            && let Some(top) = self.stack.last_mut()
+            && matches!(top, Slot::Dict(..))
+            && let Err(why) = close_in_place(self.builder, &mut self.memo, top)
+        {
+            return Err(self.close_failed(why));
+        }
+        Ok(())
+    }
+
     /// At a `MARK` right above an open list: appends the flat dicts that follow straight to
     /// the list, as `APPENDS` would (a trace is batches of 1000 of them), without the stack.
     /// At the first item that is not a flat dict the mark is pushed and the general path goes
@@ -924,7 +1065,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         };
         let mark_offset = self.offset;
         let done = loop {
-            match self.input.window(1).first() {
+            match self.input.window(1).first().copied() {
                 Some(b'}') => {
                     self.offset = self.input.offset();
                     self.code = b'}';
@@ -943,6 +1084,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     self.input.pos += 1;
                     break Ok(true);
                 }
+                Some(0x95) if self.input.window(9).len() >= 9 => self.input.pos += 9,
                 _ => break Ok(false),
             }
         };
@@ -1279,19 +1421,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     /// Stores `entry` at memo `index` (checked by the caller), growing the memo as needed.
     #[inline]
     fn memo_set(&mut self, index: usize, entry: MemoEntry<B::Value>) {
-        if index == self.memo.len() {
-            self.memo.push(entry);
-            return;
-        }
-        if index > self.memo.len() {
-            let placeholder = &self.placeholder;
-            self.memo.resize_with(index + 1, || MemoEntry {
-                value: placeholder.clone(),
-                aux: 0,
-                state: MemoState::Empty,
-            });
-        }
-        self.memo[index] = entry;
+        self.memo.set(index, entry, &*self.builder);
     }
 
     #[inline]
@@ -1335,11 +1465,10 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
 
     #[inline]
     fn memo_get(&mut self, index: usize) -> Result<(), Fail> {
-        if let Some(m) = self.memo.get(index)
+        if let Some(m) = self.memo.get(index, &*self.builder)
             && m.state == MemoState::Ready
         {
-            let slot = Slot::Value(m.value.clone(), m.aux as u16);
-            return self.push(slot);
+            return self.push(Slot::Value(m.value, m.aux as u16));
         }
         self.memo_get_slow(index)
     }
@@ -1347,11 +1476,11 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     /// [`Machine::memo_get`] of an alias, of a container still open, or of nothing.
     #[inline(never)]
     fn memo_get_slow(&mut self, index: usize) -> Result<(), Fail> {
-        let index = match self.memo.get(index) {
+        let index = match self.memo.get(index, &*self.builder) {
             Some(m) if m.state == MemoState::Alias => m.aux as usize,
             _ => index,
         };
-        if let Some(m) = self.memo.get(index)
+        if let Some(m) = self.memo.get(index, &*self.builder)
             && m.state == MemoState::Open
         {
             let at = m.aux as usize;
@@ -1362,8 +1491,8 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                 self.stack[at] = Slot::Value(v, depth);
             }
         }
-        let slot = match self.memo.get(index) {
-            Some(m) if m.state == MemoState::Ready => Slot::Value(m.value.clone(), m.aux as u16),
+        let slot = match self.memo.get(index, &*self.builder) {
+            Some(m) if m.state == MemoState::Ready => Slot::Value(m.value, m.aux as u16),
             // Only reachable when one memo index was stored over and over for different
             // containers; no pickler does that.
             Some(m) if m.state != MemoState::Empty => {
@@ -1416,7 +1545,7 @@ impl From<CloseError> for FillError {
 #[inline(never)]
 fn close_in_place<B: Build>(
     builder: &mut B,
-    memo: &mut [MemoEntry<B::Value>],
+    memo: &mut Memo<B::Value>,
     slot: &mut Slot<B::Value, B::List>,
 ) -> Result<(), CloseError> {
     let open = std::mem::replace(slot, Slot::Mark);
@@ -1430,7 +1559,7 @@ fn close_in_place<B: Build>(
 #[inline]
 fn close_container<B: Build>(
     builder: &mut B,
-    memo: &mut [MemoEntry<B::Value>],
+    memo: &mut Memo<B::Value>,
     slot: Slot<B::Value, B::List>,
 ) -> Result<(B::Value, u16), CloseError> {
     let (value, depth, id) = match slot {
@@ -1441,11 +1570,12 @@ fn close_container<B: Build>(
     };
     let value = value.map_err(CloseError::Build)?;
     if id != NO_MEMO {
-        memo[id as usize] = MemoEntry {
+        let entry = MemoEntry {
             value: value.clone(),
             aux: depth.into(),
             state: MemoState::Ready,
         };
+        memo.set(id as usize, entry, builder);
     }
     Ok((value, depth))
 }
