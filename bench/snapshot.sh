@@ -103,7 +103,8 @@ if command -v chromium >/dev/null 2>&1; then
     echo "  $page: $(echo "$result" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-print(f"{r[\"events\"]:,} events: first paint {r[\"first_paint_ms\"]:.0f} ms, unpacked {r[\"ready_ms\"]:.0f} ms, hover at the peak shows event {r[\"hovered\"]} (peak {r[\"peak_event\"]})")')"
+print("{:,} events: first paint {:.0f} ms, unpacked {:.0f} ms; the hover at the peak shows event {} (the peak: {})".format(
+    r["events"], r["first_paint_ms"], r["ready_ms"], r["hovered"], r["peak_event"]))')"
   done
 else
   echo "  (chromium not installed: no time to first paint)"

@@ -249,7 +249,7 @@
       this.detail.textContent = lines.join('\n');
     }
     zoom(v0, v1) {
-      const [f0, f1] = this.full(), min = this.axis === 'events' ? 4 : 4;
+      const [f0, f1] = this.full(), min = 4; // events, or microseconds
       if (v1 - v0 < min) { const m = (v0 + v1) / 2; v0 = m - min / 2; v1 = m + min / 2; }
       const w = Math.min(v1 - v0, f1 - f0);
       v0 = Math.max(f0, Math.min(v0, f1 - w));

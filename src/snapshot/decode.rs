@@ -27,7 +27,8 @@
 //! PyTorch writes every trace entry, block, segment and trace list once, so one that appears a
 //! second time is refused (a 128 KB file repeating one entry 30 million times would otherwise
 //! be analysed as 30 million events). Values outside records and frames (segment dicts,
-//! settings) are capped at [`MAX_GENERIC_VALUES`].
+//! settings) are capped at [`MAX_GENERIC_VALUES`], records at [`MAX_RECORDS`], and strings
+//! at [`super::pickle::MAX_BYTES`].
 
 use foldhash::HashMap;
 use std::io::Read;
@@ -44,6 +45,8 @@ pub const EMPTY_STACK: StackId = 0;
 /// Most values kept outside trace entries, blocks and frames (segment dicts, settings, unknown
 /// keys); a real snapshot holds a few hundred thousand.
 pub const MAX_GENERIC_VALUES: usize = 1 << 24;
+/// Most trace entries and blocks (32 bytes each: 1 GiB); PyTorch's default keeps 100,000.
+pub const MAX_RECORDS: usize = 1 << 25;
 /// Most distinct CUDA streams in one snapshot.
 pub const MAX_STREAMS: usize = 1 << 16;
 
@@ -270,7 +273,8 @@ impl Snapshot {
         let mut builder = SnapshotBuilder::new();
         // A trace entry takes at least ~40 bytes of pickle (address, size, time, memo refs).
         let entries = usize::try_from(pickle_bytes / 40).unwrap_or(0).min(1 << 28);
-        builder.traces.reserve(entries);
+        // Only a hint: a refused reservation just means the records grow as they come.
+        let _ = builder.traces.try_reserve_exact(entries);
         let root = pickle::read(input, &mut builder)?;
         builder.into_snapshot(root)
     }
@@ -978,6 +982,13 @@ fn shape(path: &str, reason: &str) -> SnapshotError {
     }
 }
 
+#[cold]
+fn too_many_records() -> String {
+    format!(
+        "more than {MAX_RECORDS} trace entries and blocks (1 GiB of records); stopped to keep memory bounded"
+    )
+}
+
 fn shared(path: &str) -> SnapshotError {
     shape(
         path,
@@ -1095,12 +1106,18 @@ impl Build for SnapshotBuilder {
         if fields.get(key::ACTION).is_some()
             && let Ok(entry) = self.trace_entry(&fields)
         {
+            if self.traces.len() + self.blocks.len() >= MAX_RECORDS {
+                return Err(too_many_records());
+            }
             self.traces.push(entry);
             return Ok(Val::of(Tag::Trace, (self.traces.len() - 1) as u32));
         }
         if fields.get(key::STATE).is_some()
             && let Some(block) = self.try_block(&fields)
         {
+            if self.traces.len() + self.blocks.len() >= MAX_RECORDS {
+                return Err(too_many_records());
+            }
             self.blocks.push(block);
             return Ok(Val::of(Tag::Block, (self.blocks.len() - 1) as u32));
         }

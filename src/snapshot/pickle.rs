@@ -35,7 +35,8 @@
 //!   self-referencing structure does it.
 //! - The memo costs 16 bytes a slot, and nothing for slots that hold a run of values the
 //!   builder numbers in order ([`Build::run_value`]).
-//! - Limits: nesting depth [`MAX_DEPTH`], stack length [`MAX_STACK`], memo size [`MAX_MEMO`];
+//! - Limits: nesting depth [`MAX_DEPTH`], stack length [`MAX_STACK`], memo size [`MAX_MEMO`],
+//!   string length [`MAX_BYTES`];
 //!   the builder may refuse a value too ([`Build`] methods return `Err(reason)`). Every failure
 //!   is one [`PickleError`] whose `Display` is one line with a byte offset.
 
@@ -47,6 +48,8 @@ pub const MAX_DEPTH: u16 = 256;
 pub const MAX_STACK: usize = 1 << 22;
 /// Most memo slots (16 bytes each); a 10,000,000-entry snapshot uses about 10 million.
 pub const MAX_MEMO: usize = 1 << 26;
+/// The longest string, bytes or int read (16 MiB); a snapshot's longest are C++ names.
+pub const MAX_BYTES: usize = 16 << 20;
 /// How far past the end of the memo a `BINPUT`/`LONG_BINPUT` index may jump.
 const MAX_MEMO_GAP: usize = 1 << 16;
 const BUFFER_BYTES: usize = 256 * 1024;
@@ -375,6 +378,8 @@ struct Input<R> {
     loaded: Option<(usize, usize)>,
     /// The read error that ended the input, with its offset.
     error: Option<(u64, io::Error)>,
+    /// The last [`Input::load`] stopped at [`MAX_BYTES`].
+    too_long: bool,
 }
 
 impl<R: Read> Input<R> {
@@ -388,6 +393,7 @@ impl<R: Read> Input<R> {
             long: Vec::new(),
             loaded: None,
             error: None,
+            too_long: false,
         }
     }
 
@@ -487,7 +493,10 @@ impl<R: Read> Input<R> {
         self.pos = 0;
         self.end = 0;
         let want = n - self.long.len() as u64;
-        let got = match (&mut self.inner).take(want).read_to_end(&mut self.long) {
+        // Read no more than one byte past the limit: a long declared length with few bytes
+        // behind it still reads as a truncation.
+        let most = want.min((MAX_BYTES + 1).saturating_sub(self.long.len()) as u64);
+        let got = match (&mut self.inner).take(most).read_to_end(&mut self.long) {
             Ok(got) => got,
             Err(source) => {
                 self.error = Some((self.base, source));
@@ -495,6 +504,10 @@ impl<R: Read> Input<R> {
             }
         };
         self.base += got as u64;
+        if self.long.len() > MAX_BYTES {
+            self.too_long = true;
+            return false;
+        }
         (got as u64) >= want
     }
 
@@ -1190,6 +1203,10 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     fn load(&mut self, n: u64) -> Result<(), Fail> {
         if self.input.load(n) {
             Ok(())
+        } else if self.input.too_long {
+            Err(self.limit(format!(
+                "a string, bytes or int of {n} bytes, more than the {MAX_BYTES} read"
+            )))
         } else {
             Err(self.input_failed(None))
         }
@@ -1729,6 +1746,20 @@ mod tests {
             panic!("expected a string")
         };
         assert_eq!(text.len(), n);
+    }
+
+    #[test]
+    fn a_string_past_the_limit_is_refused_not_read_whole() {
+        let n = MAX_BYTES + 10;
+        let mut bytes = b"\x80\x04\x8d".to_vec();
+        bytes.extend_from_slice(&(n as u64).to_le_bytes());
+        bytes.extend(std::iter::repeat_n(b'z', n));
+        bytes.push(b'.');
+        let e = parse(&bytes).unwrap_err().to_string();
+        assert!(
+            e.starts_with("pickle exceeds a limit: BINUNICODE8 at byte 2: a string, bytes or int of 16777226 bytes"),
+            "{e}"
+        );
     }
 
     #[test]
