@@ -7,11 +7,13 @@ is one shared list, so pickle memoizes them exactly as it does for a real snapsh
 
     python3 tests/gen_snapshots.py tests/data/snapshot        # the committed test files
     python3 tests/gen_snapshots.py --bench 1048576 OUT.pickle  # the benchmark file
+    python3 tests/gen_snapshots.py --stream 10000000 OUT.pickle  # the same, written as it goes
 """
 
 import collections
 import pickle
 import random
+import struct
 import sys
 from pathlib import Path
 
@@ -166,6 +168,33 @@ def test_files(out):
     (hostile / "huge_len.pickle").write_bytes(b"\x80\x04\x8d" + (1 << 62).to_bytes(8, "little") + b"abc")
     (hostile / "memo.pickle").write_bytes(b"\x80\x02]h\x09a.")
     (hostile / "not_snapshot.pickle").write_bytes(pickle.dumps({"a": 1}, 4))
+    shared_references(hostile)
+
+
+def shared_references(hostile):
+    """Small files whose memo references would expand to millions of records or values."""
+    import gzip
+    import pickletools
+    entry = event("alloc", 0x7F00_0000_0000, MiB, 1_700_000_000_000_000, S1)
+    head = pickle.dumps({"segments": [], "device_traces": [[entry]]}, 2)
+    ops = list(pickletools.genops(head))
+    # The entry is the second dict; its memo index follows it. The first APPEND after it puts
+    # the entry into the trace list: 30M more references to it go right there.
+    dicts = [k for k, (op, _, _) in enumerate(ops) if op.name == "EMPTY_DICT"]
+    memo = ops[dicts[1] + 1][1]
+    append = next(pos for op, _, pos in ops[dicts[1]:] if op.name == "APPEND")
+    refs = b"(" + bytes([ord("h"), memo]) * 1000 + b"e"
+    with gzip.GzipFile(hostile / "shared_entry.pickle.gz", "wb", mtime=0) as f:
+        f.write(head[: append + 1])
+        for _ in range(30_000):
+            f.write(refs)
+        f.write(head[append + 1:])
+    seg = segment(0x1000, MiB, [block(0x1000, MiB, "active_allocated", S1)])
+    (hostile / "shared_segment.pickle").write_bytes(
+        pickle.dumps({"segments": [seg, seg], "device_traces": []}, 4))
+    trace = [entry]
+    (hostile / "shared_trace.pickle").write_bytes(
+        pickle.dumps({"segments": [], "device_traces": [trace, trace]}, 4))
 
 
 def bench(n, path):
@@ -202,9 +231,150 @@ def bench(n, path):
         pickle.dump(snapshot, f, protocol=4)
 
 
+class Stream:
+    """Writes a protocol-4 pickle opcode by opcode, memoizing dicts, strings and stacks as
+    pickle.dump does (without FRAME hints), so a trace of any length never has to be in
+    memory."""
+
+    def __init__(self, f):
+        self.f, self.memo, self.next = f, {}, 0
+
+    def put(self):
+        self.f.write(b"\x94")
+        self.next += 1
+        return self.next - 1
+
+    def ref(self, key):
+        if key in self.memo:
+            index = self.memo[key]
+            self.f.write(bytes([ord("h"), index]) if index < 256 else b"j" + struct.pack("<I", index))
+            return True
+        return False
+
+    def str(self, text):
+        if not self.ref(("s", text)):
+            data = text.encode()
+            self.f.write(b"\x8c" + bytes([len(data)]) + data if len(data) < 256
+                         else b"X" + struct.pack("<I", len(data)) + data)
+            self.memo[("s", text)] = self.put()
+
+    def int(self, v):
+        if 0 <= v < 256:
+            self.f.write(b"K" + bytes([v]))
+        elif 0 <= v < 1 << 16:
+            self.f.write(b"M" + struct.pack("<H", v))
+        elif 0 <= v < 1 << 31:
+            self.f.write(b"J" + struct.pack("<i", v))
+        else:
+            data = v.to_bytes((v.bit_length() + 8) // 8, "little", signed=True)
+            self.f.write(b"\x8a" + bytes([len(data)]) + data)
+
+    def frames(self, frames):
+        if self.ref(("l", id(frames))):
+            return
+        self.f.write(b"]")
+        self.memo[("l", id(frames))] = self.put()
+        if frames:
+            self.f.write(b"(")
+            for fr in frames:
+                if not self.ref(("f", id(fr))):
+                    self.f.write(b"}")
+                    self.memo[("f", id(fr))] = self.put()
+                    self.f.write(b"(")
+                    for k in ("filename", "line", "name"):
+                        self.str(k)
+                        self.int(fr[k]) if k == "line" else self.str(fr[k])
+                    self.f.write(b"u")
+            self.f.write(b"e")
+
+    def entry(self, e):
+        self.f.write(b"}")
+        self.put()
+        self.f.write(b"(")
+        for k, v in e.items():
+            self.str(k)
+            if k == "frames":
+                self.frames(v)
+            elif isinstance(v, str):
+                self.str(v)
+            else:
+                self.int(v)
+        self.f.write(b"u")
+
+
+def bench_stream(n, path):
+    """bench(n, path)'s snapshot, streamed: device_traces first, then the segment that holds
+    what is still live (the reader does not mind the key order)."""
+    rng = random.Random(0)
+    files = [f"/work/PithTrain/pithtrain/{d}/{f}.py" for d in ("dualpipe", "models", "ops", "data")
+             for f in ("execution", "moe", "attention", "comm", "layers", "utils")]
+    files += [f"/venv/lib/python3.11/site-packages/torch/{f}.py" for f in ("nn/functional", "autograd/function", "distributed/distributed_c10d", "_tensor")]
+    pool = [frame(rng.choice(files), rng.randrange(1, 2000), f"fn_{i}") for i in range(400)]
+    stacks = [[pool[rng.randrange(len(pool))] for _ in range(rng.randrange(8, 13))] for _ in range(2000)]
+    t = 1_700_000_000_000_000
+    live, addr, written = [], 0x7F00_0000_0000, 0
+    with open(path, "wb") as f:
+        w = Stream(f)
+        f.write(b"\x80\x04}")
+        w.put()
+        f.write(b"(")
+        w.str("device_traces")
+        f.write(b"]")
+        w.put()
+        f.write(b"]")
+        w.put()
+        while written < n:
+            f.write(b"(")
+            for _ in range(min(1000, n - written)):
+                t += rng.randrange(1, 50)
+                if live and (len(live) > 5000 or rng.random() < 0.5):
+                    a, size, frames = live.pop(rng.randrange(len(live)))
+                    w.entry(event("free_requested", a, size, t, frames))
+                else:
+                    size = rng.choice((512, 4096, 1 << 20, 8 << 20, 64 << 20))
+                    frames = rng.choice(stacks)
+                    addr += size
+                    live.append((addr, size, frames))
+                    w.entry(event("alloc", addr, size, t, frames))
+                written += 1
+            f.write(b"e")
+        f.write(b"a")  # the trace into device_traces
+        w.str("segments")
+        f.write(b"]")
+        w.put()
+        f.write(b"}")
+        w.put()
+        f.write(b"(")
+        blocks = [block(a, s, "active_allocated", fr) for a, s, fr in live]
+        seg = segment(0x7F00_0000_0000, sum(s for _, s, _ in live), blocks)
+        for k, v in seg.items():
+            if k in ("blocks", "frames", "segment_pool_id"):
+                continue
+            w.str(k)
+            if isinstance(v, bool):
+                f.write(b"\x88" if v else b"\x89")
+            elif isinstance(v, str):
+                w.str(v)
+            else:
+                w.int(v)
+        w.str("blocks")
+        f.write(b"]")
+        w.put()
+        for i in range(0, len(blocks), 1000):
+            f.write(b"(")
+            for b in blocks[i:i + 1000]:
+                w.entry(b)
+            f.write(b"e")
+        f.write(b"u")  # the segment's items
+        f.write(b"a")  # the segment into segments
+        f.write(b"u.")
+
+
 def main(argv):
     if len(argv) == 4 and argv[1] == "--bench":
         bench(int(argv[2]), argv[3])
+    elif len(argv) == 4 and argv[1] == "--stream":
+        bench_stream(int(argv[2]), argv[3])
     elif len(argv) == 2:
         test_files(Path(argv[1]))
     else:

@@ -42,7 +42,7 @@ fn protocols_2_4_and_5_give_the_same_report() {
 #[test]
 fn peak_counts_blocks_live_before_the_trace_and_groups_by_pithtrain_frame() {
     let v = json(&[&format!("{DATA}/basic_p4.pickle")]);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     let s = &v["snapshots"][0];
     assert_eq!(s["events"], 14);
     // 3 MiB live throughout + 16 + 8 + 8 + 2 allocated by event 6.
@@ -125,7 +125,7 @@ fn text_report_of_a_rank_folder() {
 }
 
 #[test]
-fn html_report_has_an_svg_with_peak_and_oom() {
+fn html_report_has_a_self_contained_timeline_with_peak_and_oom() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("report.html");
     memprints()
@@ -142,10 +142,16 @@ fn html_report_has_an_svg_with_peak_and_oom() {
         .stdout("");
     let html = std::fs::read_to_string(path).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
-    assert!(html.contains("<svg") && html.contains("<polyline"));
-    assert!(html.contains("<title>peak 37.00 MiB</title>"));
-    assert!(html.contains("<title>OOM: requested 100.00 GiB</title>"));
-    assert!(html.contains("pithtrain/dualpipe/execution.py:604 layer_forward"));
+    assert_eq!(html.matches("<div class=\"mp-timeline\"").count(), 1);
+    assert_eq!(
+        html.matches("<script>").count(),
+        1,
+        "the script once per page"
+    );
+    assert!(html.contains("\"peak_label\":\"37.00 MiB\""));
+    assert!(html.contains("<td>13 µs into the trace</td><td>100.00 GiB</td>"));
+    assert!(html.contains("<b>pithtrain/dualpipe/execution.py:604 layer_forward</b>"));
+    assert!(!html.contains("http"), "no links out of the page");
 }
 
 #[test]

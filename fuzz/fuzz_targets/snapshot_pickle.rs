@@ -1,15 +1,19 @@
 //! Any bytes: the pickle reader and the snapshot model return a value or one error, never
-//! panic; whatever they accept, the analysis and every renderer handle.
+//! panic; whatever they accept, the analysis, the timeline packing and every renderer handle.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memprints::snapshot::{analyze, decode::Snapshot, pickle, render};
+use memprints::snapshot::{analyze, decode::Snapshot, pickle, render, timeline};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(_value) = pickle::read(data, &mut pickle::ValueBuilder) {}
     if let Ok(snapshot) = Snapshot::read(data) {
         let devices = analyze::analyze(&snapshot);
         if !devices.is_empty() {
+            let timelines = devices
+                .iter()
+                .map(|d| timeline::DeviceTimeline::build(&snapshot, d))
+                .collect();
             let report = memprints::snapshot::SnapshotReport {
                 path: "fuzz".into(),
                 rank: None,
@@ -17,6 +21,7 @@ fuzz_target!(|data: &[u8]| {
                 events: snapshot.device_traces.iter().map(Vec::len).sum(),
                 devices,
                 allocator_settings: snapshot.allocator_settings,
+                timelines,
             };
             let reports = [report];
             let _ = render::text::report(&reports, 5);

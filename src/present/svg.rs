@@ -1,12 +1,10 @@
-//! Hand-written SVG charts: a line chart (one polyline per series), a horizontal stacked bar
-//! chart, and a timeline of memory over a trace. No scripts, no external resources; every mark
-//! carries a `<title>` tooltip.
+//! Hand-written SVG charts: a line chart (one polyline per series) and a horizontal stacked bar
+//! chart. No scripts, no external resources; every mark carries a `<title>` tooltip. (The
+//! snapshot's memory timeline is interactive: [`super::timeline`].)
 //!
 //! Contract: [`line_chart`] and [`stacked_bars`] return one `<svg>` element with the given
 //! `id`; values are in the caller's unit (GiB in the log report), negative ones are drawn as
-//! zero, and empty input still gives a valid (empty) chart. [`timeline`] returns one `<svg>`
-//! element scaled to its own extremes in `f64`, so that any `i64` time from a file plots without
-//! overflow. Text in every chart is escaped.
+//! zero, and empty input still gives a valid (empty) chart. Text in every chart is escaped.
 
 use std::fmt::Write;
 
@@ -235,101 +233,6 @@ pub fn stacked_bars(id: &str, rows: &[(String, Vec<f64>)], parts: &[&str], unit:
     svg
 }
 
-/// A moment marked on a [`Timeline`]: its x and its tooltip.
-pub struct Mark {
-    /// Where it is, in the timeline's x unit.
-    pub x: f64,
-    /// The tooltip (plain text).
-    pub title: String,
-}
-
-/// Memory over a trace, for [`timeline`].
-pub struct Timeline<'a> {
-    /// `(x, bytes)` in trace order, x in `x_unit`; the caller draws no chart for fewer than two.
-    pub points: &'a [(i64, u64)],
-    /// The unit of x (`time_us`, `event`), printed after the last x.
-    pub x_unit: &'a str,
-    /// The top of the y axis: the peak, also where [`Self::peak`] sits.
-    pub y_max: u64,
-    /// What the top of the y axis reads (`1.50 GiB`).
-    pub y_max_label: &'a str,
-    /// The moment of the peak: a blue dot at `y_max`.
-    pub peak: Option<Mark>,
-    /// Out-of-memory moments: dashed red lines over the whole height.
-    pub ooms: Vec<Mark>,
-}
-
-/// The timeline as a 900 × 240 SVG: the line in blue, the peak marked in blue, OOMs in red.
-pub fn timeline(chart: &Timeline) -> String {
-    const W: f64 = 900.0;
-    const H: f64 = 240.0;
-    const LEFT: f64 = 80.0;
-    const BOTTOM: f64 = 30.0;
-    let points = chart.points;
-    let x0 = points.first().map_or(0.0, |p| p.0 as f64);
-    let x1 = points.last().map_or(1.0, |p| p.0 as f64).max(x0 + 1.0);
-    let y_max = chart.y_max.max(1) as f64;
-    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * (W - LEFT - 10.0);
-    let py = |y: u64| 10.0 + (1.0 - y as f64 / y_max) * (H - BOTTOM - 10.0);
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" font-size=\"11\">"
-    );
-    let _ = write!(
-        out,
-        "<line x1=\"{LEFT}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/><line x1=\"{LEFT}\" y1=\"10\" x2=\"{LEFT}\" y2=\"{}\" stroke=\"#888\"/>",
-        H - BOTTOM,
-        W - 10.0,
-        H - BOTTOM,
-        H - BOTTOM
-    );
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"14\" text-anchor=\"end\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text>",
-        LEFT - 4.0,
-        escape::html(chart.y_max_label),
-        LEFT - 4.0,
-        H - BOTTOM
-    );
-    let _ = write!(
-        out,
-        "<text x=\"{LEFT}\" y=\"{}\">{x0}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{x1} ({})</text>",
-        H - 12.0,
-        W - 10.0,
-        H - 12.0,
-        escape::html(chart.x_unit)
-    );
-    let line: Vec<String> = points
-        .iter()
-        .map(|&(x, y)| format!("{:.1},{:.1}", px(x as f64), py(y)))
-        .collect();
-    let _ = write!(
-        out,
-        "<polyline fill=\"none\" stroke=\"#2b6cb0\" stroke-width=\"1.2\" points=\"{}\"/>",
-        line.join(" ")
-    );
-    for oom in &chart.ooms {
-        let _ = write!(
-            out,
-            "<line x1=\"{0:.1}\" y1=\"10\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"#c53030\" stroke-dasharray=\"4 3\"><title>{2}</title></line><text x=\"{0:.1}\" y=\"22\" fill=\"#c53030\" text-anchor=\"end\">OOM </text>",
-            px(oom.x),
-            H - BOTTOM,
-            escape::html(&oom.title)
-        );
-    }
-    if let Some(peak) = &chart.peak {
-        let (x, y) = (px(peak.x), py(chart.y_max));
-        let _ = write!(
-            out,
-            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"#2b6cb0\"><title>{}</title></circle><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#2b6cb0\">peak</text>",
-            escape::html(&peak.title),
-            x + 6.0,
-            y + 12.0
-        );
-    }
-    out.push_str("</svg>");
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,30 +300,5 @@ mod tests {
     fn empty_charts_are_still_valid_svg() {
         assert!(line_chart("c", &[], "x", "y").ends_with("</svg>"));
         assert!(stacked_bars("b", &[], &[], "GiB").ends_with("</svg>"));
-    }
-
-    #[test]
-    fn a_timeline_marks_its_peak_and_ooms_and_survives_extreme_times() {
-        let points = [(i64::MIN, 0), (0, 5 << 20), (i64::MAX, 1 << 20)];
-        let svg = timeline(&Timeline {
-            points: &points,
-            x_unit: "time_us",
-            y_max: 5 << 20,
-            y_max_label: "5.00 MiB",
-            peak: Some(Mark {
-                x: 0.0,
-                title: "peak <5 MiB>".to_owned(),
-            }),
-            ooms: vec![Mark {
-                x: i64::MAX as f64,
-                title: "OOM: requested 2.00 GiB".to_owned(),
-            }],
-        });
-        assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>"));
-        assert_eq!(svg.matches("<polyline").count(), 1);
-        assert_eq!(svg.matches("<circle").count(), 1);
-        assert!(svg.contains("<title>peak &lt;5 MiB&gt;</title>"));
-        assert!(svg.contains("<title>OOM: requested 2.00 GiB</title>"));
-        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
     }
 }

@@ -1,41 +1,60 @@
-//! What held memory: current state, the peak of allocated memory over the trace, the stacks
-//! live at that peak, and OOM events, per device.
+//! What held memory: current state, the peak of allocated memory over the trace (with what was
+//! active and reserved at that moment), the stacks live at that peak, and OOM events, per device.
 //!
 //! # Liveness
-//! A block is live from its `alloc` event to its `free_requested` event (what PyTorch's viewer
-//! plots as allocated). Blocks already live when the trace began count from the start: those
-//! freed in the trace without an `alloc` before it (their allocation stack is unknown and they
-//! group under [`BEFORE_TRACE`]), and those still active in `segments` at the end whose address
-//! has no `alloc` and no unmatched `free_requested` in the trace. An `alloc` on an address that
-//! is already live ends the earlier block there (its free fell out of the trace).
+//! A block is allocated from its `alloc` event to its `free_requested` event (what PyTorch's
+//! viewer plots), and active until its `free_completed` (the allocator can reuse it only then).
+//! Blocks already allocated when the trace began count from the start: those freed in the trace
+//! without an `alloc` before it (their allocation stack is unknown and they group under
+//! [`BEFORE_TRACE`]), and those still allocated in `segments` at the end whose address has no
+//! event in the trace. An `alloc` on an address that is already live ends the earlier block
+//! there (its free fell out of the trace).
 //!
-//! The peak is the maximum over the trace of the live bytes after each event, counting the
+//! The peak is the maximum over the trace of the allocated bytes after each event, counting the
 //! moment before the first event; ties keep the earliest. With no trace, the peak is what is
-//! live in `segments`.
+//! allocated in `segments`. Reserved bytes at any moment are the segments' total at the end
+//! with the later `segment_*` events undone, so they hold even when the trace lost its start.
+//!
+//! # Fragmentation
+//! Free bytes in segments that still hold an active block are *stranded*: the allocator cannot
+//! give them back to CUDA. Wholly free segments are listed apart: the allocator releases them
+//! (`empty_cache`, and by itself before raising an OOM), so they are cached, not lost.
 //!
 //! # Grouping
-//! Blocks group by one frame of their stack ([`key_frame`]): the innermost frame whose filename
-//! contains `pithtrain/`, else the innermost frame that is not PyTorch, C/C++ or the Python
-//! standard library, else the innermost Python frame (e.g. FSDP's `alloc_storage` for buffers
-//! allocated on the autograd thread, whose innermost frames are native), else the innermost frame.
+//! Blocks group by one frame of their stack ([`key_frame`]), chosen among the frames PyTorch's
+//! own viewer shows ([`is_shown`]: the unwinder, the capture machinery and the interpreter's
+//! eval loop are hidden): the innermost frame whose filename contains `pithtrain/`, else the
+//! innermost Python frame outside PyTorch and the standard library, else the innermost Python
+//! frame (e.g. FSDP's `alloc_storage` for buffers allocated on the autograd thread). A stack
+//! with no Python frame ([`NATIVE_ONLY`]) is named by its innermost symbolized frame outside
+//! the caching allocator. A stack that runs through cuBLAS's workspace allocation (e.g.
+//! `at::cuda::getCurrentCUDABlasHandle()`, seven frames below the unwinder's
+//! `torch::unwind::unwind()`) is named [`CUBLAS_WORKSPACE`] by that function, Python frames or
+//! not: the workspace belongs to the cuBLAS handle and lives on, whichever line ran the first
+//! matmul.
 
 use foldhash::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::decode::{Action, BlockState, FrameTable, Snapshot, StackId};
+use super::decode::{Action, BlockState, Frame, FrameTable, Snapshot, StackId, TraceEntry};
 
 /// Group name of blocks freed in the trace whose allocation happened before it began.
 pub const BEFORE_TRACE: &str = "<allocated before the trace began>";
 /// Group name of blocks recorded without any stack.
 pub const NO_STACK: &str = "<no stack recorded>";
+/// Prefix of the group of cuBLAS's workspaces: allocated once per handle by the first matmul on
+/// a stream and kept, whichever Python line happened to run that matmul.
+pub const CUBLAS_WORKSPACE: &str = "<cuBLAS workspace>";
+/// Functions through which cuBLAS allocates its workspace (names differ between builds).
+const CUBLAS_WORKSPACE_FUNCTIONS: [&str; 3] = [
+    "setWorkspaceForHandle",
+    "getCurrentCUDABlasHandle",
+    "getCUDABlasLtWorkspace",
+];
 /// Prefix of a group whose stack has no Python frame at all (e.g. buffers that FSDP allocates on
-/// the autograd engine's thread): its key frame is native code, which says little by itself.
+/// the autograd engine's thread, or cuBLAS's workspace): its key frame is native code.
 pub const NATIVE_ONLY: &str = "<native only, no Python frame>";
-/// Points kept for the timeline of allocated bytes.
-const TIMELINE_POINTS: usize = 800;
-/// Frames kept in a group's example stack.
-const EXAMPLE_FRAMES: usize = 8;
 
 /// Bytes live under one key frame.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -46,8 +65,11 @@ pub struct StackGroup {
     pub bytes: u64,
     /// Blocks in the group.
     pub count: u64,
-    /// The stack of the group's largest block, from the key frame outwards.
+    /// The whole stack of the group's largest block, innermost first, as PyTorch's viewer
+    /// shows it (frames [`is_shown`] hides are left out).
     pub stack: Vec<String>,
+    /// Where the key frame is in `stack` (`None` when the stack is empty).
+    pub key_frame: Option<usize>,
 }
 
 /// An `oom` entry of a device trace, with the device's state at that moment.
@@ -61,7 +83,7 @@ pub struct OomEvent {
     pub requested_bytes: u64,
     /// Free bytes on the device that PyTorch recorded with the OOM.
     pub device_free_bytes: u64,
-    /// Live bytes (see the module doc) at the OOM.
+    /// Allocated bytes (see the module doc) at the OOM.
     pub allocated_bytes: u64,
     /// Bytes reserved by the caching allocator at the OOM, replayed back from the segments.
     pub reserved_bytes: u64,
@@ -80,27 +102,42 @@ pub struct DeviceReport {
     pub segments: usize,
     /// Blocks in those segments.
     pub blocks: usize,
-    /// Sum of the segments' `total_size`: what the caching allocator holds.
+    /// Sum of the segments' `total_size` at snapshot time: what the caching allocator holds.
     pub reserved_bytes: u64,
-    /// Sum of the segments' `allocated_size`.
+    /// Sum of the segments' `allocated_size` at snapshot time.
     pub allocated_bytes: u64,
-    /// Sum of the segments' `active_size` (allocated plus pending free).
+    /// Sum of the segments' `active_size` (allocated plus pending free) at snapshot time.
     pub active_bytes: u64,
-    /// Sum of the segments' `requested_size`.
+    /// Sum of the segments' `requested_size` at snapshot time.
     pub requested_bytes: u64,
-    /// Reserved bytes in inactive blocks: cached by the allocator, usable by new allocations.
+    /// Bytes in inactive blocks at snapshot time: cached by the allocator.
     pub free_bytes: u64,
-    /// The largest inactive block.
+    /// The largest inactive block at snapshot time.
     pub largest_free_block_bytes: u64,
-    /// `1 - largest_free_block / free`: 0 when the free bytes are one block (or none).
+    /// Free bytes in segments that hold an active block (see the module doc).
+    pub stranded_free_bytes: u64,
+    /// Segments with no active block.
+    pub empty_segments: usize,
+    /// Their total size: released by the allocator before an OOM.
+    pub empty_segment_bytes: u64,
+    /// `stranded_free / (reserved - empty_segment_bytes)`: the share of the partly used
+    /// segments that is free; 0 without partly used segments.
     pub fragmentation: f64,
-    /// The peak of live bytes over the trace (see the module doc).
+    /// The peak of allocated bytes over the trace (see the module doc).
     pub peak_allocated_bytes: u64,
+    /// Active bytes (allocated plus freed but not yet reusable) at the peak.
+    pub peak_active_bytes: u64,
+    /// Reserved bytes at the peak.
+    pub peak_reserved_bytes: u64,
     /// `None` when there is no trace.
     pub peak_time_us: Option<i64>,
     /// Index of the event after which the peak was reached; `None` if before the first.
     pub peak_event_index: Option<usize>,
-    /// Bytes counted as live from the start of the trace.
+    /// The `time_us` of the first trace event; `None` without a trace or times.
+    pub trace_start_us: Option<i64>,
+    /// The `time_us` of the last trace event; `None` without a trace or times.
+    pub trace_end_us: Option<i64>,
+    /// Bytes counted as allocated from the start of the trace.
     pub live_before_trace_bytes: u64,
     /// Groups of the blocks live at the peak.
     pub peak_stacks: Vec<StackGroup>,
@@ -108,31 +145,20 @@ pub struct DeviceReport {
     pub end_stacks: Vec<StackGroup>,
     /// The trace's `oom` entries, in trace order.
     pub ooms: Vec<OomEvent>,
-    /// `(x, bytes)` with x in `time_us` when `time_axis`, else the event index; at most
-    /// `TIMELINE_POINTS` points, each the highest value of its stretch of events.
-    #[serde(skip)]
-    pub timeline: Vec<(i64, u64)>,
-    /// Whether the trace has times to plot against (else the timeline's x is the event index).
-    #[serde(skip)]
-    pub time_axis: bool,
+}
+
+impl DeviceReport {
+    /// Microseconds from the first trace event to the peak, when the trace has times.
+    pub fn peak_since_start_us(&self) -> Option<i64> {
+        Some(self.peak_time_us?.saturating_sub(self.trace_start_us?))
+    }
 }
 
 /// Analyses every device that has segments or trace events; the device with the highest peak
 /// comes first (then the most events, then the lowest id).
 pub fn analyze(snapshot: &Snapshot) -> Vec<DeviceReport> {
-    let mut devices: Vec<i64> = snapshot.segments.iter().map(|s| s.device).collect();
-    devices.extend(
-        snapshot
-            .device_traces
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| !t.is_empty())
-            .map(|(d, _)| d as i64),
-    );
-    devices.sort_unstable();
-    devices.dedup();
     let mut names = FrameNames::new(&snapshot.frames);
-    let mut reports: Vec<_> = devices
+    let mut reports: Vec<_> = devices(snapshot)
         .into_iter()
         .map(|d| analyze_device(snapshot, d, &mut names))
         .collect();
@@ -145,134 +171,234 @@ pub fn analyze(snapshot: &Snapshot) -> Vec<DeviceReport> {
     reports
 }
 
-/// A block's life in the trace; `None` ends mean before the first / after the last event.
+/// The devices that have segments or trace events, in id order.
+pub fn devices(snapshot: &Snapshot) -> Vec<i64> {
+    let mut devices: Vec<i64> = snapshot.segments.iter().map(|s| s.device).collect();
+    devices.extend(
+        snapshot
+            .device_traces
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(d, _)| d as i64),
+    );
+    devices.sort_unstable();
+    devices.dedup();
+    devices
+}
+
+/// The trace of `device` (empty when it has none).
+pub fn device_trace(snapshot: &Snapshot, device: i64) -> &[TraceEntry] {
+    usize::try_from(device)
+        .ok()
+        .and_then(|d| snapshot.device_traces.get(d))
+        .map_or(&[], Vec::as_slice)
+}
+
+/// `u32::MAX` in an [`Interval`]: before the first event, or after the last.
+const NONE: u32 = u32::MAX;
+
+/// A block's life in the trace, as the indices of its events: 8 bytes, one per `alloc` (and
+/// per free of a block allocated before the trace). Its size and stack are those of its
+/// `alloc` event, or, when `start` is [`NONE`], the size of its free and no stack.
 struct Interval {
-    size: u64,
-    /// `None`: allocated before the trace, stack unknown.
-    stack: Option<StackId>,
-    start: Option<usize>,
-    end: Option<usize>,
+    start: u32,
+    end: u32,
+}
+
+impl Interval {
+    fn size(&self, events: &[TraceEntry]) -> u64 {
+        events[if self.start == NONE {
+            self.end
+        } else {
+            self.start
+        } as usize]
+            .size
+    }
+
+    fn stack(&self, events: &[TraceEntry]) -> Option<StackId> {
+        (self.start != NONE).then(|| events[self.start as usize].stack)
+    }
+}
+
+/// Running sums over a trace, relative to its start.
+#[derive(Debug, Clone, Copy, Default)]
+struct Running {
+    allocated: i128,
+    active: i128,
+    reserved: i128,
 }
 
 fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> DeviceReport {
-    let empty = Vec::new();
-    let events = usize::try_from(device)
-        .ok()
-        .and_then(|d| snapshot.device_traces.get(d))
-        .unwrap_or(&empty);
+    let events = device_trace(snapshot, device);
     let segments: Vec<_> = snapshot
         .segments
         .iter()
         .filter(|s| s.device == device)
         .collect();
-
-    let mut intervals: Vec<Interval> = Vec::new();
-    let mut live: HashMap<u64, usize> = HashMap::default();
-    let mut allocated_addrs: HashSet<u64> = HashSet::default();
+    let blocks = || segments.iter().flat_map(|s| &s.blocks);
+    // Without any free_completed (an old or synthetic trace) a free completes at once.
+    let completions = events.iter().any(|e| e.action == Action::FreeCompleted);
+    // Addresses freed without an alloc in the trace.
     let mut freed_before: HashSet<u64> = HashSet::default();
-    // Live bytes after each event, less what was live before the trace.
-    let mut running: i128 = 0;
-    let mut best = (0i128, None::<usize>);
+
+    let mut intervals: Vec<Interval> = Vec::with_capacity(events.len() / 2 + 16);
+    let mut live: HashMap<u64, u32> =
+        HashMap::with_capacity_and_hasher(1 << 12, Default::default());
+    let mut pending: HashMap<u64, u64> = HashMap::default();
+    let mut now = Running::default();
+    // Bytes pending free when the trace began (their free_completed comes without a request).
+    let mut pending_before = 0u64;
+    let mut best = (now, None::<usize>);
     let mut ooms = Vec::new();
-    let mut timeline = Timeline::new(events.len());
+    let mut oom_running = Vec::new();
     for (i, e) in events.iter().enumerate() {
+        let at = i as u32;
         match e.action {
             Action::Alloc => {
-                if let Some(old) = live.insert(e.addr, intervals.len()) {
-                    intervals[old].end = Some(i);
-                    running -= i128::from(intervals[old].size);
+                if let Some(old) = live.insert(e.addr, intervals.len() as u32) {
+                    let old = &mut intervals[old as usize];
+                    old.end = at;
+                    let size = events[old.start as usize].size;
+                    now.allocated -= i128::from(size);
+                    now.active -= i128::from(size);
                 }
-                allocated_addrs.insert(e.addr);
                 intervals.push(Interval {
-                    size: e.size,
-                    stack: Some(e.stack),
-                    start: Some(i),
-                    end: None,
+                    start: at,
+                    end: NONE,
                 });
-                running += i128::from(e.size);
+                now.allocated += i128::from(e.size);
+                now.active += i128::from(e.size);
             }
             Action::FreeRequested => {
-                if let Some(idx) = live.remove(&e.addr) {
-                    intervals[idx].end = Some(i);
-                    running -= i128::from(intervals[idx].size);
+                let size = match live.remove(&e.addr) {
+                    Some(idx) => {
+                        let iv = &mut intervals[idx as usize];
+                        iv.end = at;
+                        events[iv.start as usize].size
+                    }
+                    None => {
+                        freed_before.insert(e.addr);
+                        intervals.push(Interval {
+                            start: NONE,
+                            end: at,
+                        });
+                        e.size
+                    }
+                };
+                now.allocated -= i128::from(size);
+                if completions {
+                    pending.insert(e.addr, size);
                 } else {
-                    freed_before.insert(e.addr);
-                    intervals.push(Interval {
-                        size: e.size,
-                        stack: None,
-                        start: None,
-                        end: Some(i),
-                    });
-                    running -= i128::from(e.size);
+                    now.active -= i128::from(size);
                 }
             }
-            Action::Oom => ooms.push(OomEvent {
-                event_index: i,
-                time_us: e.time_us,
-                requested_bytes: e.size,
-                device_free_bytes: e.addr,
-                allocated_bytes: 0,
-                reserved_bytes: 0,
-                stream: e.stream,
-            }),
-            _ => {}
+            Action::FreeCompleted => match pending.remove(&e.addr) {
+                Some(size) => now.active -= i128::from(size),
+                None => {
+                    pending_before += e.size;
+                    now.active -= i128::from(e.size);
+                }
+            },
+            Action::SegmentAlloc | Action::SegmentMap => now.reserved += i128::from(e.size),
+            Action::SegmentFree | Action::SegmentUnmap => now.reserved -= i128::from(e.size),
+            Action::Oom => {
+                ooms.push(OomEvent {
+                    event_index: i,
+                    time_us: e.time_us,
+                    requested_bytes: e.size,
+                    device_free_bytes: e.addr,
+                    allocated_bytes: 0,
+                    reserved_bytes: 0,
+                    stream: snapshot
+                        .streams
+                        .get(usize::from(e.stream))
+                        .copied()
+                        .unwrap_or(0),
+                });
+                oom_running.push(now);
+            }
+            Action::Snapshot | Action::Other => {}
         }
-        if running > best.0 {
-            best = (running, Some(i));
+        if now.allocated > best.0.allocated {
+            best = (now, Some(i));
         }
-        timeline.push(i, running);
     }
-    for block in segments.iter().flat_map(|s| &s.blocks) {
-        let active = block.state != BlockState::Inactive;
-        if active
-            && !allocated_addrs.contains(&block.address)
-            && !freed_before.contains(&block.address)
-        {
-            intervals.push(Interval {
-                size: block.size,
-                stack: Some(block.stack),
-                start: None,
-                end: None,
-            });
+    // Active at the end with no event in the trace: there all along.
+    let mut untouched_blocks: Vec<(Option<StackId>, u64)> = Vec::new();
+    let mut pending_untouched = 0u64;
+    for block in blocks() {
+        let untouched = !live.contains_key(&block.address)
+            && !pending.contains_key(&block.address)
+            && !freed_before.contains(&block.address);
+        match block.state {
+            BlockState::ActiveAllocated if untouched => {
+                untouched_blocks.push((Some(block.stack), block.size));
+            }
+            BlockState::ActivePendingFree if untouched && completions => {
+                pending_untouched += block.size;
+            }
+            _ => {}
         }
     }
     let base: u64 = intervals
         .iter()
-        .filter(|iv| iv.start.is_none())
-        .map(|iv| iv.size)
-        .sum();
-    let at = |running: i128| (i128::from(base) + running).max(0) as u64;
-    let peak_allocated_bytes = at(best.0);
-    let peak_event_index = best.1;
+        .filter(|iv| iv.start == NONE)
+        .map(|iv| iv.size(events))
+        .sum::<u64>()
+        + untouched_blocks.iter().map(|b| b.1).sum::<u64>();
+    let reserved_bytes: u64 = segments.iter().map(|s| s.total_size).sum();
+    // Everything at moment `r` of the trace, in absolute bytes.
+    let allocated_at = |r: &Running| clamp(i128::from(base) + r.allocated);
+    let active_at =
+        |r: &Running| clamp(i128::from(base + pending_before + pending_untouched) + r.active);
+    let reserved_at = |r: &Running| clamp(i128::from(reserved_bytes) - (now.reserved - r.reserved));
+    for (oom, r) in ooms.iter_mut().zip(&oom_running) {
+        oom.allocated_bytes = allocated_at(r);
+        oom.reserved_bytes = reserved_at(r);
+    }
+    let (peak, peak_event_index) = best;
+    let p = peak_event_index.map_or(NONE, |i| i as u32);
     let live_at_peak = intervals.iter().filter(|iv| {
-        let started = match (iv.start, peak_event_index) {
-            (None, _) => true,
-            (Some(s), Some(p)) => s <= p,
-            (Some(_), None) => false,
-        };
-        let ended = match (iv.end, peak_event_index) {
-            (None, _) => false,
-            (Some(e), Some(p)) => e <= p,
-            (Some(_), None) => false,
-        };
+        let started = iv.start == NONE || (p != NONE && iv.start <= p);
+        let ended = iv.end != NONE && p != NONE && iv.end <= p;
         started && !ended
     });
-    let peak_stacks = group(live_at_peak.map(|iv| (iv.stack, iv.size)), names);
+    let peak_stacks = group(
+        live_at_peak
+            .map(|iv| (iv.stack(events), iv.size(events)))
+            .chain(untouched_blocks.iter().copied()),
+        names,
+    );
 
-    let reserved_bytes: u64 = segments.iter().map(|s| s.total_size).sum();
-    replay_ooms(&mut ooms, events, reserved_bytes, base, &timeline);
-
-    let blocks = || segments.iter().flat_map(|s| &s.blocks);
-    let free: Vec<u64> = blocks()
+    let free_bytes: u64 = blocks()
         .filter(|b| b.state == BlockState::Inactive)
         .map(|b| b.size)
-        .collect();
-    let free_bytes: u64 = free.iter().sum();
-    let largest_free_block_bytes = free.iter().copied().max().unwrap_or(0);
-    let fragmentation = if free_bytes == 0 {
+        .sum();
+    let largest_free_block_bytes = blocks()
+        .filter(|b| b.state == BlockState::Inactive)
+        .map(|b| b.size)
+        .max()
+        .unwrap_or(0);
+    let (mut stranded_free_bytes, mut empty_segments, mut empty_segment_bytes) = (0, 0, 0);
+    for s in &segments {
+        if s.blocks.iter().any(|b| b.state != BlockState::Inactive) {
+            stranded_free_bytes += s
+                .blocks
+                .iter()
+                .filter(|b| b.state == BlockState::Inactive)
+                .map(|b| b.size)
+                .sum::<u64>();
+        } else {
+            empty_segments += 1;
+            empty_segment_bytes += s.total_size;
+        }
+    }
+    let partly_used = reserved_bytes.saturating_sub(empty_segment_bytes);
+    let fragmentation = if partly_used == 0 {
         0.0
     } else {
-        1.0 - largest_free_block_bytes as f64 / free_bytes as f64
+        stranded_free_bytes as f64 / partly_used as f64
     };
     let end_stacks = group(
         blocks()
@@ -280,7 +406,7 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
             .map(|b| (Some(b.stack), b.size)),
         names,
     );
-    let time_axis = match (events.first(), events.last()) {
+    let has_times = match (events.first(), events.last()) {
         (Some(a), Some(b)) => b.time_us > a.time_us,
         _ => false,
     };
@@ -295,106 +421,30 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
         requested_bytes: segments.iter().map(|s| s.requested_size).sum(),
         free_bytes,
         largest_free_block_bytes,
+        stranded_free_bytes,
+        empty_segments,
+        empty_segment_bytes,
         fragmentation,
-        peak_allocated_bytes,
+        peak_allocated_bytes: allocated_at(&peak),
+        peak_active_bytes: active_at(&peak),
+        peak_reserved_bytes: reserved_at(&peak),
         peak_time_us: if events.is_empty() {
             None
         } else {
             Some(events[peak_event_index.unwrap_or(0)].time_us)
         },
         peak_event_index,
+        trace_start_us: has_times.then(|| events[0].time_us),
+        trace_end_us: has_times.then(|| events[events.len() - 1].time_us),
         live_before_trace_bytes: base,
         peak_stacks,
         end_stacks,
         ooms,
-        timeline: timeline.finish(base, events, time_axis),
-        time_axis,
     }
 }
 
-/// Fills the allocated and reserved bytes of each OOM: allocated from the running live bytes,
-/// reserved by undoing, from the end backwards, the segment events after it.
-fn replay_ooms(
-    ooms: &mut [OomEvent],
-    events: &[super::decode::TraceEntry],
-    reserved_end: u64,
-    base: u64,
-    timeline: &Timeline,
-) {
-    if ooms.is_empty() {
-        return;
-    }
-    let mut reserved = i128::from(reserved_end);
-    let mut next = ooms.len();
-    for (i, e) in events.iter().enumerate().rev() {
-        while next > 0 && ooms[next - 1].event_index == i {
-            next -= 1;
-            ooms[next].reserved_bytes = reserved.max(0) as u64;
-            ooms[next].allocated_bytes = (i128::from(base) + timeline.running_at(i)).max(0) as u64;
-        }
-        match e.action {
-            Action::SegmentAlloc | Action::SegmentMap => reserved -= i128::from(e.size),
-            Action::SegmentFree | Action::SegmentUnmap => reserved += i128::from(e.size),
-            _ => {}
-        }
-    }
-}
-
-/// Keeps the running live bytes per event compactly: every value for short traces (needed for
-/// OOM replay), and the maximum per stretch of events for the plot.
-struct Timeline {
-    values: Vec<i128>,
-    stretch: usize,
-    maxima: Vec<(usize, i128)>,
-}
-
-impl Timeline {
-    fn new(len: usize) -> Self {
-        Timeline {
-            values: Vec::with_capacity(len.min(1 << 24)),
-            stretch: len.div_ceil(TIMELINE_POINTS).max(1),
-            maxima: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, i: usize, running: i128) {
-        self.values.push(running);
-        let bucket = i / self.stretch;
-        match self.maxima.get_mut(bucket) {
-            Some(m) if running > m.1 => *m = (i, running),
-            Some(_) => {}
-            None => self.maxima.push((i, running)),
-        }
-    }
-
-    fn running_at(&self, i: usize) -> i128 {
-        self.values[i]
-    }
-
-    fn finish(
-        &self,
-        base: u64,
-        events: &[super::decode::TraceEntry],
-        time_axis: bool,
-    ) -> Vec<(i64, u64)> {
-        let x = |i: usize| {
-            if time_axis {
-                events[i].time_us
-            } else {
-                i as i64
-            }
-        };
-        let mut points = Vec::with_capacity(self.maxima.len() + 1);
-        if let Some(first) = events.first() {
-            points.push((if time_axis { first.time_us } else { 0 }, base));
-        }
-        points.extend(
-            self.maxima
-                .iter()
-                .map(|&(i, r)| (x(i), (i128::from(base) + r).max(0) as u64)),
-        );
-        points
-    }
+fn clamp(bytes: i128) -> u64 {
+    bytes.clamp(0, u64::MAX.into()) as u64
 }
 
 fn group(
@@ -416,42 +466,101 @@ fn group(
     }
     let mut out: Vec<StackGroup> = groups
         .into_iter()
-        .map(|(frame, (bytes, count, _, stack))| StackGroup {
-            frame: frame.to_string(),
-            bytes,
-            count,
-            stack: names.example(stack),
+        .map(|(frame, (bytes, count, _, stack))| {
+            let (stack, key_frame) = names.whole(stack);
+            StackGroup {
+                frame: frame.to_string(),
+                bytes,
+                count,
+                stack,
+                key_frame,
+            }
         })
         .collect();
     out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.frame.cmp(&b.frame)));
     out
 }
 
-/// Whether a frame belongs to PyTorch, C/C++ or the Python standard library.
+/// Functions and files PyTorch's memory viewer hides from every stack (the rule of
+/// `torch/cuda/_memory_viz.py` and `MemoryViz.js`): the unwinder and traceback capture, the
+/// process entry, the interpreter's eval loop and call machinery, and dispatcher boxing.
+const HIDDEN_FUNCTIONS: [&str; 8] = [
+    "unwind::unwind",
+    "CapturedTraceback::gather",
+    "gather_with_cpp",
+    "_start",
+    "__libc_start_main",
+    "PyEval_",
+    "PyObject_",
+    "PyFunction_",
+];
+const HIDDEN_FILES: [&str; 10] = [
+    "core/boxing",
+    "/Register",
+    "/Redispatch",
+    "pythonrun.c",
+    "Modules/main.c",
+    "Objects/call.c",
+    "Objects/methodobject.c",
+    "pycore_ceval.h",
+    "ceval.c",
+    "cpython/abstract.h",
+];
+
+/// Whether PyTorch's viewer shows `frame` (see [`HIDDEN_FUNCTIONS`]).
+pub fn is_shown(frame: &Frame) -> bool {
+    !HIDDEN_FUNCTIONS.iter().any(|f| frame.name.contains(f))
+        && !HIDDEN_FILES.iter().any(|f| frame.filename.contains(f))
+}
+
+/// Whether a frame is Python source (else it is native code: a library, the interpreter).
+pub fn is_python(filename: &str) -> bool {
+    filename.ends_with(".py") || filename.starts_with("<frozen")
+}
+
+/// Whether a frame belongs to PyTorch, native code or the Python standard library.
 pub fn is_internal(filename: &str) -> bool {
-    const NATIVE: [&str; 7] = [".cpp", ".cc", ".c", ".h", ".hpp", ".cu", ".cuh"];
-    filename.is_empty()
-        || filename == "??"
-        || filename.starts_with('<')
+    !is_python(filename)
+        || filename.starts_with("<frozen")
         || filename.starts_with("torch/")
         || filename.contains("/torch/")
-        || NATIVE.iter().any(|ext| filename.ends_with(ext))
         || (filename.contains("/lib/python3") && !filename.contains("-packages/"))
 }
 
-/// True when no frame of the stack is Python source.
-fn is_native_only(frames: &FrameTable, stack: StackId) -> bool {
-    !frames.stack(stack).any(|f| f.filename.ends_with(".py"))
+/// Whether a frame is cuBLAS allocating its workspace.
+fn is_cublas_workspace(frame: &Frame) -> bool {
+    CUBLAS_WORKSPACE_FUNCTIONS
+        .iter()
+        .any(|f| frame.name.contains(f))
+}
+
+/// Whether a native frame is the caching allocator's own or not symbolized: it says nothing
+/// about who asked for the memory.
+fn is_allocator_plumbing(frame: &Frame) -> bool {
+    frame.name.as_ref() == "??"
+        || frame.filename.contains("libc10_cuda")
+        || frame.name.contains("CUDACachingAllocator")
 }
 
 /// The frame a stack is grouped by (see the module doc), as an index into the stack.
 pub fn key_frame(frames: &FrameTable, stack: StackId) -> Option<usize> {
-    let list: Vec<_> = frames.stack(stack).collect();
-    list.iter()
-        .position(|f| f.filename.contains("pithtrain/"))
-        .or_else(|| list.iter().position(|f| !is_internal(&f.filename)))
-        .or_else(|| list.iter().position(|f| f.filename.ends_with(".py")))
-        .or(if list.is_empty() { None } else { Some(0) })
+    let list: Vec<(usize, &Frame)> = frames
+        .stack(stack)
+        .enumerate()
+        .filter(|(_, f)| is_shown(f))
+        .collect();
+    let first = |pick: &dyn Fn(&Frame) -> bool| list.iter().find(|(_, f)| pick(f)).map(|p| p.0);
+    first(&is_cublas_workspace)
+        .or_else(|| first(&|f| f.filename.contains("pithtrain/")))
+        .or_else(|| first(&|f| !is_internal(&f.filename)))
+        .or_else(|| first(&|f| is_python(&f.filename)))
+        .or_else(|| first(&|f| !is_allocator_plumbing(f)))
+        .or_else(|| list.first().map(|p| p.0))
+}
+
+/// True when no frame of the stack is Python source.
+fn is_native_only(frames: &FrameTable, stack: StackId) -> bool {
+    !frames.stack(stack).any(|f| is_python(&f.filename))
 }
 
 /// `filename` shortened to start at `pithtrain/` or after `site-packages/`.
@@ -465,6 +574,16 @@ pub fn short_path(filename: &str) -> &str {
         }
     }
     filename
+}
+
+/// `path:line function` of one frame, the path shortened by [`short_path`].
+pub fn format_frame(frame: &Frame) -> String {
+    format!(
+        "{}:{} {}",
+        short_path(&frame.filename),
+        frame.line,
+        frame.name
+    )
 }
 
 /// Caches each stack's key frame name.
@@ -482,7 +601,8 @@ impl<'a> FrameNames<'a> {
         }
     }
 
-    fn key(&mut self, stack: Option<StackId>) -> std::rc::Rc<str> {
+    /// The group name of a stack (`None`: allocated before the trace).
+    pub fn key(&mut self, stack: Option<StackId>) -> std::rc::Rc<str> {
         let Some(stack) = stack else {
             return BEFORE_TRACE.into();
         };
@@ -490,43 +610,55 @@ impl<'a> FrameNames<'a> {
         self.keys
             .entry(stack)
             .or_insert_with(|| match key_frame(frames, stack) {
-                Some(i) if is_native_only(frames, stack) => {
-                    format!("{NATIVE_ONLY} {}", format_frame(frames, stack, i)).into()
+                Some(i) => {
+                    let f = &frames.frames[frames.stacks[stack as usize][i] as usize];
+                    if is_cublas_workspace(f) {
+                        format!("{CUBLAS_WORKSPACE} {}", f.name).into()
+                    } else if is_native_only(frames, stack) {
+                        format!("{NATIVE_ONLY} {}", format_frame(f)).into()
+                    } else {
+                        format_frame(f).into()
+                    }
                 }
-                Some(i) => format_frame(frames, stack, i).into(),
                 None => NO_STACK.into(),
             })
             .clone()
     }
 
-    fn example(&self, stack: Option<StackId>) -> Vec<String> {
+    /// The shown frames of a stack, formatted, and where its key frame is among them.
+    pub fn whole(&self, stack: Option<StackId>) -> (Vec<String>, Option<usize>) {
         let Some(stack) = stack else {
-            return Vec::new();
+            return (Vec::new(), None);
         };
-        let start = key_frame(self.frames, stack).unwrap_or(0);
-        let len = self.frames.stacks[stack as usize].len();
-        (start..len.min(start + EXAMPLE_FRAMES))
-            .map(|i| format_frame(self.frames, stack, i))
-            .collect()
+        let key = key_frame(self.frames, stack);
+        let mut at = None;
+        let mut out = Vec::new();
+        for (i, f) in self.frames.stack(stack).enumerate() {
+            if is_shown(f) {
+                if Some(i) == key {
+                    at = Some(out.len());
+                }
+                out.push(format_frame(f));
+            }
+        }
+        (out, at)
     }
-}
-
-fn format_frame(frames: &FrameTable, stack: StackId, index: usize) -> String {
-    let f = &frames.frames[frames.stacks[stack as usize][index] as usize];
-    format!("{}:{} {}", short_path(&f.filename), f.line, f.name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::decode::{Block, Frame, Segment, TraceEntry};
+    use crate::snapshot::decode::{Block, Segment};
 
-    fn table() -> FrameTable {
-        let frame = |file: &str, line, name: &str| Frame {
+    fn frame(file: &str, line: i64, name: &str) -> Frame {
+        Frame {
             filename: file.into(),
             line,
             name: name.into(),
-        };
+        }
+    }
+
+    fn table() -> FrameTable {
         FrameTable {
             frames: vec![
                 frame("/src/c10/cuda/CUDACachingAllocator.cpp", 1, "malloc"),
@@ -541,11 +673,12 @@ mod tests {
                     "layer_forward",
                 ),
                 frame("/home/u/train.py", 9, "main"),
+                frame("/usr/bin/python3.12", 5575703, "??"),
             ],
             stacks: vec![
                 Box::new([]),
                 Box::new([0, 1, 2, 3]),
-                Box::new([0, 1, 3]),
+                Box::new([0, 1, 4, 3]),
                 Box::new([0, 1]),
             ],
         }
@@ -555,13 +688,64 @@ mod tests {
     fn key_frame_prefers_pithtrain_then_user_code_then_python_then_innermost() {
         let t = table();
         assert_eq!(key_frame(&t, 1), Some(2));
-        assert_eq!(key_frame(&t, 2), Some(2));
+        // The interpreter's own frame is native, not user code.
+        assert_eq!(key_frame(&t, 2), Some(3));
         // Only PyTorch and C++ frames: the innermost Python one, not the allocator's C++.
         assert_eq!(key_frame(&t, 3), Some(1));
         assert_eq!(key_frame(&t, 0), None);
         assert_eq!(
-            format_frame(&t, 1, 2),
+            format_frame(&t.frames[2]),
             "pithtrain/dualpipe/execution.py:604 layer_forward"
+        );
+    }
+
+    #[test]
+    fn a_native_only_stack_is_named_past_the_unwinder_and_the_allocator() {
+        let lib = "/venv/lib/python3.12/site-packages/torch/lib";
+        let t = FrameTable {
+            frames: vec![
+                frame(
+                    &format!("{lib}/libtorch_cpu.so"),
+                    1,
+                    "torch::unwind::unwind()",
+                ),
+                frame(
+                    &format!("{lib}/libtorch_cpu.so"),
+                    2,
+                    "torch::CapturedTraceback::gather(bool, bool, bool)",
+                ),
+                frame(&format!("{lib}/libc10_cuda.so"), 3, "??"),
+                frame(&format!("{lib}/libtorch_cuda.so"), 4, "??"),
+                frame(
+                    &format!("{lib}/libtorch_cuda.so"),
+                    5,
+                    "at::cuda::getCurrentCUDABlasHandle()",
+                ),
+                frame("/lib/x86_64-linux-gnu/libstdc++.so.6", 6, "??"),
+            ],
+            stacks: vec![Box::new([]), Box::new([0, 1, 2, 3, 4, 5])],
+        };
+        assert_eq!(key_frame(&t, 1), Some(4));
+        let mut names = FrameNames::new(&t);
+        assert_eq!(
+            &*names.key(Some(1)),
+            "<cuBLAS workspace> at::cuda::getCurrentCUDABlasHandle()"
+        );
+        let (stack, at) = names.whole(Some(1));
+        assert_eq!(stack.len(), 4, "{stack:?}");
+        assert_eq!(at, Some(2));
+        // Without the workspace frame: the innermost symbolized frame past the allocator.
+        let mut t = t;
+        t.frames.push(frame(
+            &format!("{lib}/libtorch_cpu.so"),
+            7,
+            "at::detail::empty_generic()",
+        ));
+        t.stacks.push(Box::new([0, 1, 2, 3, 6, 5]));
+        assert_eq!(key_frame(&t, 2), Some(4));
+        assert_eq!(
+            &*FrameNames::new(&t).key(Some(2)),
+            "<native only, no Python frame> torch/lib/libtorch_cpu.so:7 at::detail::empty_generic()"
         );
     }
 
@@ -586,45 +770,66 @@ mod tests {
         }
     }
 
+    fn segment(device: i64, address: u64, total: u64, blocks: Vec<Block>) -> Segment {
+        let sum =
+            |pick: fn(&Block) -> bool| blocks.iter().filter(|b| pick(b)).map(|b| b.size).sum();
+        Segment {
+            device,
+            address,
+            total_size: total,
+            allocated_size: sum(|b| b.state == BlockState::ActiveAllocated),
+            active_size: sum(|b| b.state != BlockState::Inactive),
+            requested_size: sum(|b| b.state == BlockState::ActiveAllocated),
+            stream: 0,
+            segment_type: "large".into(),
+            is_expandable: false,
+            stack: 0,
+            blocks,
+        }
+    }
+
     #[test]
     fn peak_counts_blocks_live_before_the_trace() {
-        use Action::{Alloc, FreeRequested, Oom};
+        use Action::{Alloc, FreeCompleted, FreeRequested, Oom, SegmentAlloc};
         let snapshot = Snapshot {
-            segments: vec![Segment {
-                device: 0,
-                address: 0,
-                total_size: 1000,
-                allocated_size: 300,
-                active_size: 300,
-                requested_size: 300,
-                stream: 0,
-                segment_type: "large".into(),
-                is_expandable: false,
-                stack: 0,
-                blocks: vec![
-                    // Live through the whole trace: never allocated nor freed in it.
-                    block(0, 100, BlockState::ActiveAllocated, 2),
-                    // Allocated in the trace.
-                    block(100, 200, BlockState::ActiveAllocated, 1),
-                    block(300, 700, BlockState::Inactive, 0),
-                ],
-            }],
+            segments: vec![
+                segment(
+                    0,
+                    0,
+                    1000,
+                    vec![
+                        // Live through the whole trace: never allocated nor freed in it.
+                        block(0, 100, BlockState::ActiveAllocated, 2),
+                        // Allocated in the trace.
+                        block(100, 200, BlockState::ActiveAllocated, 1),
+                        block(300, 700, BlockState::Inactive, 0),
+                    ],
+                ),
+                segment(0, 5000, 64, vec![block(5000, 64, BlockState::Inactive, 0)]),
+            ],
             device_traces: vec![vec![
                 // Freed without an alloc in the trace: live from the start.
                 entry(FreeRequested, 500, 50, 10, 0),
                 entry(Alloc, 100, 200, 20, 1),
                 entry(Alloc, 600, 400, 30, 1),
                 entry(FreeRequested, 600, 400, 40, 1),
+                entry(SegmentAlloc, 5000, 64, 45, 0),
                 entry(Oom, 123, 5000, 50, 0),
+                entry(FreeCompleted, 500, 50, 60, 0),
             ]],
-            allocator_settings: vec![],
             frames: table(),
+            ..Snapshot::default()
         };
         let reports = analyze(&snapshot);
         let r = &reports[0];
         assert_eq!(r.live_before_trace_bytes, 150);
         assert_eq!(r.peak_allocated_bytes, 100 + 200 + 400);
+        // The block freed at event 0 is not reusable until event 6.
+        assert_eq!(r.peak_active_bytes, 100 + 50 + 200 + 400);
+        // The 64-byte segment came after the peak.
+        assert_eq!((r.reserved_bytes, r.peak_reserved_bytes), (1064, 1000));
         assert_eq!(r.peak_time_us, Some(30));
+        assert_eq!(r.peak_since_start_us(), Some(20));
         assert_eq!(r.peak_event_index, Some(2));
         assert_eq!(
             r.peak_stacks[0].frame,
@@ -632,18 +837,23 @@ mod tests {
         );
         assert_eq!(r.peak_stacks[0].bytes, 600);
         assert_eq!(r.peak_stacks[0].count, 2);
+        assert_eq!(r.peak_stacks[0].key_frame, Some(2));
+        assert_eq!(r.peak_stacks[0].stack.len(), 4);
         assert_eq!(r.peak_stacks[1].frame, "/home/u/train.py:9 main");
-        assert_eq!(r.free_bytes, 700);
-        assert_eq!(r.fragmentation, 0.0);
+        assert_eq!(r.free_bytes, 764);
+        // 700 free bytes beside live blocks; the 64-byte segment is empty, listed apart.
+        assert_eq!(r.stranded_free_bytes, 700);
+        assert_eq!((r.empty_segments, r.empty_segment_bytes), (1, 64));
+        assert!((r.fragmentation - 0.7).abs() < 1e-9);
         assert_eq!(
             r.ooms,
             vec![OomEvent {
-                event_index: 4,
+                event_index: 5,
                 time_us: 50,
                 requested_bytes: 5000,
                 device_free_bytes: 123,
                 allocated_bytes: 300,
-                reserved_bytes: 1000,
+                reserved_bytes: 1064,
                 stream: 0,
             }]
         );
@@ -652,23 +862,16 @@ mod tests {
     #[test]
     fn no_trace_means_the_peak_is_what_segments_hold() {
         let snapshot = Snapshot {
-            segments: vec![Segment {
-                device: 1,
-                address: 0,
-                total_size: 10,
-                allocated_size: 4,
-                active_size: 4,
-                requested_size: 4,
-                stream: 0,
-                segment_type: "small".into(),
-                is_expandable: false,
-                stack: 0,
-                blocks: vec![
+            segments: vec![segment(
+                1,
+                0,
+                10,
+                vec![
                     block(0, 4, BlockState::ActiveAllocated, 0),
                     block(4, 3, BlockState::Inactive, 0),
                     block(7, 3, BlockState::Inactive, 0),
                 ],
-            }],
+            )],
             ..Snapshot::default()
         };
         let r = &analyze(&snapshot)[0];
@@ -676,7 +879,9 @@ mod tests {
             (r.device, r.peak_allocated_bytes, r.peak_time_us),
             (1, 4, None)
         );
+        assert_eq!((r.peak_reserved_bytes, r.peak_active_bytes), (10, 4));
         assert_eq!(r.peak_stacks[0].frame, NO_STACK);
-        assert!((r.fragmentation - 0.5).abs() < 1e-9);
+        assert_eq!(r.stranded_free_bytes, 6);
+        assert!((r.fragmentation - 0.6).abs() < 1e-9);
     }
 }

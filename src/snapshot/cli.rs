@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::render;
-use super::{FailedInput, SnapshotReport, diff, expand_inputs, load};
+use super::{FailedInput, LoadOptions, SnapshotReport, diff, expand_inputs, load, load_all};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -70,10 +70,14 @@ pub fn execute(args: SnapshotArgs) -> anyhow::Result<i32> {
     if paths.is_empty() {
         bail!("no *.pickle or *.pkl files in the given folders");
     }
+    let options = LoadOptions {
+        progress: true,
+        timeline: args.output.format == Format::Html,
+    };
     let mut reports = Vec::new();
     let mut errors = Vec::new();
-    for path in &paths {
-        match load(path, true) {
+    for (path, result) in paths.iter().zip(load_all(&paths, options)) {
+        match result {
             Ok(r) => reports.push(r),
             Err(e) => errors.push(FailedInput {
                 path: path.display().to_string(),

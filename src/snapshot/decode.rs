@@ -18,12 +18,21 @@
 //! Frames are `{filename, line, name}` dicts listed innermost first. PyTorch shares one frame
 //! dict per distinct frame and one list per distinct traceback, and `pickle.dump` memoizes both,
 //! so the reader interns them: a [`Frame`] and a stack (a `[FrameId]`) are stored once in the
-//! [`FrameTable`]. Trace-entry dicts become 40-byte [`TraceEntry`] records as soon as the reader
-//! finishes each one, so the generic value tree of a 1,048,576-entry trace never exists.
+//! [`FrameTable`]. Trace-entry and block dicts become records ([`TraceEntry`], 32 bytes) as soon
+//! as the reader finishes each one, and a list of consecutive records is kept as its first index
+//! and length, so the generic value tree of a 10,000,000-entry trace never exists.
+//!
+//! # Bounded cost
+//! A memo reference costs 8 bytes whatever it points to, and nothing is expanded by reference:
+//! PyTorch writes every trace entry, block, segment and trace list once, so one that appears a
+//! second time is refused (a 128 KB file repeating one entry 30 million times would otherwise
+//! be analysed as 30 million events). Values outside records and frames (segment dicts,
+//! settings) are capped at [`MAX_GENERIC_VALUES`], records at [`MAX_RECORDS`], and strings
+//! at [`super::pickle::MAX_BYTES`].
 
 use foldhash::HashMap;
 use std::io::Read;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use super::pickle::{self, Build, PickleError};
 
@@ -33,16 +42,23 @@ pub type FrameId = u32;
 pub type StackId = u32;
 /// The stack of no frames, always present in a [`FrameTable`].
 pub const EMPTY_STACK: StackId = 0;
+/// Most values kept outside trace entries, blocks and frames (segment dicts, settings, unknown
+/// keys); a real snapshot holds a few hundred thousand.
+pub const MAX_GENERIC_VALUES: usize = 1 << 24;
+/// Most trace entries and blocks (32 bytes each: 1 GiB); PyTorch's default keeps 100,000.
+pub const MAX_RECORDS: usize = 1 << 25;
+/// Most distinct CUDA streams in one snapshot.
+pub const MAX_STREAMS: usize = 1 << 16;
 
 /// One Python or C++ frame.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Frame {
     /// The source file as recorded (absolute, or `??` when unknown).
-    pub filename: Rc<str>,
-    /// The line number.
+    pub filename: Arc<str>,
+    /// The line number (an offset into the library for native frames).
     pub line: i64,
     /// The function.
-    pub name: Rc<str>,
+    pub name: Arc<str>,
 }
 
 /// Interned frames and stacks. Stacks list frames innermost first; stack [`EMPTY_STACK`] is
@@ -75,6 +91,7 @@ impl FrameTable {
 
 /// What a trace entry records, from PyTorch's `TraceEntry::Action`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Action {
     /// `alloc`: a block was handed out.
     Alloc,
@@ -98,38 +115,53 @@ pub enum Action {
     Other,
 }
 
+/// PyTorch's action names, in [`Action`] order.
+const ACTION_NAMES: [&str; 9] = [
+    "alloc",
+    "free_requested",
+    "free_completed",
+    "segment_alloc",
+    "segment_free",
+    "segment_map",
+    "segment_unmap",
+    "oom",
+    "snapshot",
+];
+
+const ACTIONS: [Action; 9] = [
+    Action::Alloc,
+    Action::FreeRequested,
+    Action::FreeCompleted,
+    Action::SegmentAlloc,
+    Action::SegmentFree,
+    Action::SegmentMap,
+    Action::SegmentUnmap,
+    Action::Oom,
+    Action::Snapshot,
+];
+
 impl Action {
-    fn parse(name: &str) -> Action {
-        match name {
-            "alloc" => Action::Alloc,
-            "free_requested" => Action::FreeRequested,
-            "free_completed" => Action::FreeCompleted,
-            "segment_alloc" => Action::SegmentAlloc,
-            "segment_free" => Action::SegmentFree,
-            "segment_map" => Action::SegmentMap,
-            "segment_unmap" => Action::SegmentUnmap,
-            "oom" => Action::Oom,
-            "snapshot" => Action::Snapshot,
-            _ => Action::Other,
-        }
+    /// PyTorch's name of the action (`other` for one memprints does not know).
+    pub fn name(self) -> &'static str {
+        ACTION_NAMES.get(self as usize).copied().unwrap_or("other")
     }
 }
 
-/// One entry of a device trace.
+/// One entry of a device trace: 32 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceEntry {
-    /// What happened.
-    pub action: Action,
     /// `addr`, or `device_free` (bytes free on the device) for [`Action::Oom`].
     pub addr: u64,
     /// Bytes of the block or segment (of the failed request for [`Action::Oom`]).
     pub size: u64,
-    /// The CUDA stream.
-    pub stream: i64,
     /// 0 when the snapshot predates `time_us`.
     pub time_us: i64,
     /// Where it happened ([`EMPTY_STACK`] when no frames were recorded).
     pub stack: StackId,
+    /// The CUDA stream, as an index into [`Snapshot::streams`].
+    pub stream: u16,
+    /// What happened.
+    pub action: Action,
 }
 
 /// The state of a block in a segment at snapshot time.
@@ -187,16 +219,30 @@ pub struct Segment {
 }
 
 /// A whole snapshot.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Snapshot {
     /// The allocator's segments at snapshot time.
     pub segments: Vec<Segment>,
     /// Indexed by device.
     pub device_traces: Vec<Vec<TraceEntry>>,
-    /// The allocator's settings as `(key, repr of the value)`.
+    /// The distinct CUDA streams of the trace, by [`TraceEntry::stream`]; stream 0 first.
+    pub streams: Vec<i64>,
+    /// The caching allocator's settings as `(key, repr of the value)`.
     pub allocator_settings: Vec<(String, String)>,
     /// The frames and stacks the other fields point into.
     pub frames: FrameTable,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Snapshot {
+            segments: Vec::new(),
+            device_traces: Vec::new(),
+            streams: vec![0],
+            allocator_settings: Vec::new(),
+            frames: FrameTable::default(),
+        }
+    }
 }
 
 /// Why a pickle is not a readable snapshot. One line each.
@@ -218,115 +264,247 @@ pub enum SnapshotError {
 impl Snapshot {
     /// Reads a snapshot pickle from `input`.
     pub fn read<R: Read>(input: R) -> Result<Snapshot, SnapshotError> {
+        Snapshot::read_sized(input, 0)
+    }
+
+    /// Reads a snapshot pickle of about `pickle_bytes` bytes (0: unknown), reserving room for
+    /// its records up front so that a large trace is never copied while it grows.
+    pub fn read_sized<R: Read>(input: R, pickle_bytes: u64) -> Result<Snapshot, SnapshotError> {
         let mut builder = SnapshotBuilder::new();
+        // A trace entry takes at least ~40 bytes of pickle (address, size, time, memo refs).
+        let entries = usize::try_from(pickle_bytes / 40).unwrap_or(0).min(1 << 28);
+        // Only a hint: a refused reservation just means the records grow as they come.
+        let _ = builder.traces.try_reserve_exact(entries);
         let root = pickle::read(input, &mut builder)?;
         builder.into_snapshot(root)
     }
 }
 
-/// A compact pickle value: 16 bytes, cheap to clone, strings interned.
-///
-/// `repr(C, u64)` and payloads of 4 or 8 bytes make a `Val` move as two words. With the
-/// default layout (payloads at offsets 1, 4 and 8) the compiler copied it in odd-sized,
-/// overlapping pieces, which stalls store forwarding on every push and pop of the pickle stack.
-#[derive(Debug, Clone)]
-#[repr(C, u64)]
-enum Val {
+/// A compact pickle value: 8 bytes, `Copy`, strings interned. The low 4 bits are a [`Tag`];
+/// the rest is an int (60-bit two's complement) or an index into one of the builder's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Val(u64);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Tag {
     None,
-    /// `True` and `False` have no payload: a one-byte payload would make the compiler copy a
-    /// `Val` in odd-sized pieces (see above).
     False,
     True,
-    Int(i64),
-    BigInt(Rc<Vec<u8>>),
-    Float(f64),
-    Str(u32),
+    /// Inline int.
+    Int,
+    /// An int outside 60 bits: index into `SnapshotBuilder::wide`.
+    Wide,
+    /// Index into `SnapshotBuilder::floats`.
+    Float,
+    Str,
     Bytes,
-    List(Rc<Vec<Val>>),
-    Dict(Rc<Vec<(Val, Val)>>),
-    Frame(FrameId),
-    Stack(StackId),
-    Trace(u32),
+    EmptyList,
+    /// Index into `SnapshotBuilder::lists`.
+    List,
+    /// Index into `SnapshotBuilder::dicts`.
+    Dict,
+    Frame,
+    Stack,
+    Trace,
+    Block,
 }
+
+const TAGS: [Tag; 15] = [
+    Tag::None,
+    Tag::False,
+    Tag::True,
+    Tag::Int,
+    Tag::Wide,
+    Tag::Float,
+    Tag::Str,
+    Tag::Bytes,
+    Tag::EmptyList,
+    Tag::List,
+    Tag::Dict,
+    Tag::Frame,
+    Tag::Stack,
+    Tag::Trace,
+    Tag::Block,
+];
 
 impl Val {
-    fn as_u64(&self) -> Option<u64> {
-        match self {
-            Val::Int(i) => u64::try_from(*i).ok(),
-            Val::False => Some(0),
-            Val::True => Some(1),
-            Val::BigInt(bytes) => {
-                let (low, high) = bytes.split_at(8.min(bytes.len()));
-                if high.iter().all(|&b| b == 0) {
-                    let mut buf = [0; 8];
-                    buf[..low.len()].copy_from_slice(low);
-                    Some(u64::from_le_bytes(buf))
-                } else {
-                    None
-                }
-            }
-            _ => None,
-        }
+    const NONE: Val = Val(Tag::None as u64);
+
+    #[inline(always)]
+    fn of(tag: Tag, id: u32) -> Val {
+        Val(u64::from(id) << 4 | tag as u64)
     }
 
-    fn as_i64(&self) -> Option<i64> {
-        match self {
-            Val::Int(i) => Some(*i),
-            Val::False => Some(0),
-            Val::True => Some(1),
-            // A stream handle above i64::MAX still identifies the stream.
-            Val::BigInt(_) => self.as_u64().map(|u| u as i64),
-            _ => None,
-        }
+    #[inline(always)]
+    fn tag(self) -> Tag {
+        TAGS.get((self.0 & 0xf) as usize)
+            .copied()
+            .unwrap_or(Tag::None)
+    }
+
+    #[inline(always)]
+    fn id(self) -> u32 {
+        (self.0 >> 4) as u32
+    }
+
+    /// The inline int, when it is one.
+    #[inline(always)]
+    fn small_int(self) -> Option<i64> {
+        self.is(Tag::Int).then_some(self.0 as i64 >> 4)
+    }
+
+    #[inline(always)]
+    fn is(self, tag: Tag) -> bool {
+        self.0 & 0xf == tag as u64
     }
 }
 
-/// Interned key ids the builder and converters compare against: the first [`KEY_COUNT`]
-/// strings interned, so that [`Fields`] can find them all in one pass over a dict.
-struct Keys {
-    action: u32,
-    addr: u32,
-    device_free: u32,
-    size: u32,
-    stream: u32,
-    time_us: u32,
-    frames: u32,
-    filename: u32,
-    line: u32,
-    name: u32,
+/// An open list: a run of consecutive records is two numbers, frames are ids.
+enum ListAcc {
+    Empty,
+    Run { kind: Tag, first: u32, len: u32 },
+    Frames(Vec<FrameId>),
+    Vals(Vec<Val>),
 }
 
-const KEY_COUNT: usize = 10;
+/// A finished list in `SnapshotBuilder::lists`.
+enum ListBody {
+    /// Records `first..first + len` of kind `Tag::Trace` or `Tag::Block`.
+    Run {
+        kind: Tag,
+        first: u32,
+        len: u32,
+    },
+    Vals(Vec<Val>),
+}
 
-/// The value of the first occurrence of each key of [`Keys`] in a dict, indexed by key id.
-struct Fields<'a>([Option<&'a Val>; KEY_COUNT]);
+/// Key ids the builder compares against: the first [`KEY_COUNT`] strings interned, so that
+/// [`Fields`] can find them all in one pass over a dict.
+mod key {
+    pub const ACTION: u32 = 0;
+    pub const ADDR: u32 = 1;
+    pub const DEVICE_FREE: u32 = 2;
+    pub const SIZE: u32 = 3;
+    pub const STREAM: u32 = 4;
+    pub const TIME_US: u32 = 5;
+    pub const FRAMES: u32 = 6;
+    pub const FILENAME: u32 = 7;
+    pub const LINE: u32 = 8;
+    pub const NAME: u32 = 9;
+    pub const ADDRESS: u32 = 10;
+    pub const REQUESTED_SIZE: u32 = 11;
+    pub const STATE: u32 = 12;
+    pub const HISTORY: u32 = 13;
+    /// In this order, interned first.
+    pub const NAMES: [&str; super::KEY_COUNT] = [
+        "action",
+        "addr",
+        "device_free",
+        "size",
+        "stream",
+        "time_us",
+        "frames",
+        "filename",
+        "line",
+        "name",
+        "address",
+        "requested_size",
+        "state",
+        "history",
+    ];
+}
 
-impl<'a> Fields<'a> {
-    fn of(items: &'a [(Val, Val)]) -> Self {
-        let mut found = [None; KEY_COUNT];
-        for (k, v) in items {
-            if let Val::Str(id) = k
-                && let Some(slot @ None) = found.get_mut(*id as usize)
+const KEY_COUNT: usize = 14;
+/// The string id of [`ACTION_NAMES`]`[0]`; the others follow.
+const FIRST_ACTION_ID: u32 = KEY_COUNT as u32;
+/// The string ids of the block states, after the actions.
+const STATE_IDS: u32 = FIRST_ACTION_ID + ACTION_NAMES.len() as u32;
+const STATE_NAMES: [&str; 4] = [
+    "active_allocated",
+    "active_pending_free",
+    "active_awaiting_free",
+    "inactive",
+];
+
+/// The value of the first occurrence of each key of [`key`] in a dict, indexed by key id.
+/// Plain values with a sentinel keep it 112 bytes, built in place for every dict read.
+struct Fields([Val; KEY_COUNT]);
+
+/// Marks a key not in the dict: tag 15 is no [`Tag`].
+const ABSENT: Val = Val(0xf);
+
+impl Fields {
+    #[inline(always)]
+    fn of(items: &[(Val, Val)]) -> Self {
+        let mut found = [ABSENT; KEY_COUNT];
+        for &(k, v) in items {
+            if k.is(Tag::Str)
+                && let Some(slot) = found.get_mut(k.id() as usize)
+                && *slot == ABSENT
             {
-                *slot = Some(v);
+                *slot = v;
             }
         }
         Fields(found)
     }
 
-    fn get(&self, key: u32) -> Option<&'a Val> {
-        self.0[key as usize]
+    #[inline(always)]
+    fn get(&self, key: u32) -> Option<Val> {
+        let v = self.0[key as usize];
+        (v != ABSENT).then_some(v)
     }
 }
 
+/// A block as read: the address and requested size may be missing (older snapshots).
+struct RawBlock {
+    address: Option<u64>,
+    size: u64,
+    requested_size: Option<u64>,
+    state: BlockState,
+    stack: StackId,
+}
+
+/// A set of record indices, one bit each.
+#[derive(Default)]
+struct Placed(Vec<u64>);
+
+impl Placed {
+    /// Marks `id`; `false` if it was marked already.
+    #[inline]
+    fn mark(&mut self, id: u32) -> bool {
+        let (word, bit) = (id as usize / 64, id % 64);
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        let was = self.0[word] >> bit & 1 == 1;
+        self.0[word] |= 1 << bit;
+        !was
+    }
+}
+
+enum Wide {
+    Int(i64),
+    Big(Vec<u8>),
+}
+
 struct SnapshotBuilder {
-    strings: Vec<Rc<str>>,
-    string_ids: HashMap<Rc<str>, u32>,
+    strings: Vec<Arc<str>>,
+    string_ids: HashMap<Arc<str>, u32>,
     frames: FrameTable,
     frame_ids: HashMap<Frame, FrameId>,
     stack_ids: HashMap<Box<[FrameId]>, StackId>,
     traces: Vec<TraceEntry>,
-    keys: Keys,
+    blocks: Vec<RawBlock>,
+    placed_traces: Placed,
+    placed_blocks: Placed,
+    streams: Vec<i64>,
+    wide: Vec<Wide>,
+    floats: Vec<f64>,
+    lists: Vec<Option<ListBody>>,
+    dicts: Vec<Option<Vec<(Val, Val)>>>,
+    /// Values held in `lists` and `dicts`, against [`MAX_GENERIC_VALUES`].
+    generic: usize,
 }
 
 impl SnapshotBuilder {
@@ -338,36 +516,20 @@ impl SnapshotBuilder {
             frame_ids: HashMap::default(),
             stack_ids: HashMap::default(),
             traces: Vec::new(),
-            keys: Keys {
-                action: 0,
-                addr: 0,
-                device_free: 0,
-                size: 0,
-                stream: 0,
-                time_us: 0,
-                frames: 0,
-                filename: 0,
-                line: 0,
-                name: 0,
-            },
+            blocks: Vec::new(),
+            placed_traces: Placed::default(),
+            placed_blocks: Placed::default(),
+            streams: vec![0],
+            wide: Vec::new(),
+            floats: Vec::new(),
+            lists: Vec::new(),
+            dicts: Vec::new(),
+            generic: 0,
         };
-        b.keys = Keys {
-            action: b.intern("action"),
-            addr: b.intern("addr"),
-            device_free: b.intern("device_free"),
-            size: b.intern("size"),
-            stream: b.intern("stream"),
-            time_us: b.intern("time_us"),
-            frames: b.intern("frames"),
-            filename: b.intern("filename"),
-            line: b.intern("line"),
-            name: b.intern("name"),
-        };
-        assert_eq!(
-            b.keys.name as usize,
-            KEY_COUNT - 1,
-            "keys are interned first"
-        );
+        for name in key::NAMES.iter().chain(&ACTION_NAMES).chain(&STATE_NAMES) {
+            b.intern(name);
+        }
+        debug_assert_eq!(b.strings.len() as u32, STATE_IDS + STATE_NAMES.len() as u32);
         b.stack_ids.insert(Box::new([]), EMPTY_STACK);
         b
     }
@@ -377,30 +539,88 @@ impl SnapshotBuilder {
             return id;
         }
         let id = self.strings.len() as u32;
-        let rc: Rc<str> = s.into();
+        let rc: Arc<str> = s.into();
         self.strings.push(rc.clone());
         self.string_ids.insert(rc, id);
         id
     }
 
-    fn str_of(&self, v: &Val) -> Option<&Rc<str>> {
-        match v {
-            Val::Str(id) => Some(&self.strings[*id as usize]),
+    fn str_of(&self, v: Val) -> Option<&Arc<str>> {
+        v.is(Tag::Str).then(|| &self.strings[v.id() as usize])
+    }
+
+    #[inline(always)]
+    fn i64_of(&self, v: Val) -> Option<i64> {
+        if let Some(i) = v.small_int() {
+            return Some(i);
+        }
+        self.i64_of_other(v)
+    }
+
+    #[inline(never)]
+    fn i64_of_other(&self, v: Val) -> Option<i64> {
+        match v.tag() {
+            Tag::Int => v.small_int(),
+            Tag::False => Some(0),
+            Tag::True => Some(1),
+            Tag::Wide => match &self.wide[v.id() as usize] {
+                Wide::Int(i) => Some(*i),
+                // A stream handle above i64::MAX still identifies the stream.
+                Wide::Big(_) => self.u64_of(v).map(|u| u as i64),
+            },
             _ => None,
         }
     }
 
-    fn field(items: &[(Val, Val)], key: u32) -> Option<&Val> {
+    #[inline(always)]
+    fn u64_of(&self, v: Val) -> Option<u64> {
+        if let Some(i) = v.small_int() {
+            return u64::try_from(i).ok();
+        }
+        self.u64_of_other(v)
+    }
+
+    #[inline(never)]
+    fn u64_of_other(&self, v: Val) -> Option<u64> {
+        match v.tag() {
+            Tag::Wide => match &self.wide[v.id() as usize] {
+                Wide::Int(i) => u64::try_from(*i).ok(),
+                Wide::Big(bytes) => {
+                    let (low, high) = bytes.split_at(8.min(bytes.len()));
+                    if high.iter().all(|&b| b == 0) {
+                        let mut buf = [0; 8];
+                        buf[..low.len()].copy_from_slice(low);
+                        Some(u64::from_le_bytes(buf))
+                    } else {
+                        None
+                    }
+                }
+            },
+            _ => self.i64_of(v).and_then(|i| u64::try_from(i).ok()),
+        }
+    }
+
+    fn field(items: &[(Val, Val)], key: u32) -> Option<Val> {
         items
             .iter()
-            .find(|(k, _)| matches!(k, Val::Str(id) if *id == key))
-            .map(|(_, v)| v)
+            .find(|(k, _)| k.is(Tag::Str) && k.id() == key)
+            .map(|&(_, v)| v)
+    }
+
+    fn count_generic(&mut self, n: usize) -> Result<(), String> {
+        self.generic += n;
+        if self.generic > MAX_GENERIC_VALUES {
+            return Err(format!(
+                "more than {MAX_GENERIC_VALUES} values outside trace entries, blocks and frames (a memory snapshot holds far fewer); stopped to keep memory bounded"
+            ));
+        }
+        Ok(())
     }
 
     fn try_frame(&mut self, fields: &Fields) -> Option<FrameId> {
-        let filename = self.str_of(fields.get(self.keys.filename)?)?.clone();
-        let name = self.str_of(fields.get(self.keys.name)?)?.clone();
-        let line = fields.get(self.keys.line)?.as_i64()?;
+        let filename = self.str_of(fields.get(key::FILENAME)?)?.clone();
+        let name = self.str_of(fields.get(key::NAME)?)?.clone();
+        let line = self.i64_of(fields.get(key::LINE)?)?;
         let frame = Frame {
             filename,
             line,
@@ -415,57 +635,152 @@ impl SnapshotBuilder {
         Some(id)
     }
 
-    fn stack_of(&self, v: &Val) -> Result<StackId, String> {
-        match v {
-            Val::Stack(id) => Ok(*id),
-            Val::List(items) if items.is_empty() => Ok(EMPTY_STACK),
+    #[inline]
+    fn stack_of(&self, v: Val) -> Result<StackId, String> {
+        match v.tag() {
+            Tag::Stack => Ok(v.id()),
+            Tag::EmptyList => Ok(EMPTY_STACK),
             _ => Err("'frames' is not a list of {filename, line, name} dicts".into()),
         }
     }
 
+    fn stream_index(&mut self, stream: i64) -> Result<u16, String> {
+        if let Some(i) = self.streams.iter().rposition(|&s| s == stream) {
+            return Ok(i as u16);
+        }
+        if self.streams.len() >= MAX_STREAMS {
+            return Err(format!("more than {MAX_STREAMS} distinct CUDA streams"));
+        }
+        self.streams.push(stream);
+        Ok((self.streams.len() - 1) as u16)
+    }
+
     /// Converts the fields of a trace-entry dict; `Err` names what is wrong.
-    fn trace_entry(&self, fields: &Fields) -> Result<TraceEntry, String> {
-        let k = &self.keys;
+    #[inline]
+    fn trace_entry(&mut self, fields: &Fields) -> Result<TraceEntry, String> {
         let action = fields
-            .get(k.action)
-            .and_then(|v| self.str_of(v))
-            .ok_or("missing string 'action'")?;
-        let action = Action::parse(action);
+            .get(key::ACTION)
+            .filter(|v| v.is(Tag::Str))
+            .ok_or("missing string 'action'")?
+            .id();
+        let action = match action.checked_sub(FIRST_ACTION_ID) {
+            Some(i) if (i as usize) < ACTIONS.len() => ACTIONS[i as usize],
+            _ => Action::Other,
+        };
         let addr_key = if action == Action::Oom {
-            k.device_free
+            key::DEVICE_FREE
         } else {
-            k.addr
+            key::ADDR
         };
         let addr = match fields.get(addr_key) {
-            Some(v) => v.as_u64().ok_or("'addr' is not a non-negative int")?,
+            Some(v) => self.u64_of(v).ok_or("'addr' is not a non-negative int")?,
             None => 0,
         };
-        let size = fields
-            .get(k.size)
-            .ok_or("missing 'size'")?
-            .as_u64()
+        let size = fields.get(key::SIZE).ok_or("missing 'size'")?;
+        let size = self
+            .u64_of(size)
             .ok_or("'size' is not a non-negative int")?;
-        let stream = fields.get(k.stream).and_then(Val::as_i64).unwrap_or(0);
-        let time_us = fields.get(k.time_us).and_then(Val::as_i64).unwrap_or(0);
-        let stack = match fields.get(k.frames) {
+        let stream = match fields.get(key::STREAM).and_then(|v| self.i64_of(v)) {
+            None | Some(0) => 0,
+            Some(s) => self.stream_index(s)?,
+        };
+        let time_us = fields
+            .get(key::TIME_US)
+            .and_then(|v| self.i64_of(v))
+            .unwrap_or(0);
+        let stack = match fields.get(key::FRAMES) {
             Some(v) => self.stack_of(v)?,
             None => EMPTY_STACK,
         };
         Ok(TraceEntry {
-            action,
             addr,
             size,
-            stream,
             time_us,
+            stack,
+            stream,
+            action,
+        })
+    }
+
+    /// A block from its dict, or `None` if the dict is not one.
+    fn try_block(&self, fields: &Fields) -> Option<RawBlock> {
+        let state = fields.get(key::STATE).filter(|v| v.is(Tag::Str))?.id();
+        let state = match state.checked_sub(STATE_IDS)? {
+            0 => BlockState::ActiveAllocated,
+            1 | 2 => BlockState::ActivePendingFree,
+            3 => BlockState::Inactive,
+            _ => return None,
+        };
+        let size = self.u64_of(fields.get(key::SIZE)?)?;
+        let mut stack = match fields.get(key::FRAMES) {
+            Some(f) => self.stack_of(f).ok()?,
+            None => EMPTY_STACK,
+        };
+        // Older snapshots: the allocation stack is on the last history entry.
+        if stack == EMPTY_STACK
+            && let Some(history) = fields.get(key::HISTORY).filter(|v| v.is(Tag::List))
+            && let Some(Some(ListBody::Vals(entries))) = self.lists.get(history.id() as usize)
+            && let Some(last) = entries.last().filter(|v| v.is(Tag::Dict))
+            && let Some(Some(items)) = self.dicts.get(last.id() as usize)
+            && let Some(f) = Self::field(items, key::FRAMES)
+        {
+            stack = self.stack_of(f).ok()?;
+        }
+        Some(RawBlock {
+            address: fields.get(key::ADDRESS).and_then(|v| self.u64_of(v)),
+            size,
+            requested_size: fields.get(key::REQUESTED_SIZE).and_then(|v| self.u64_of(v)),
+            state,
             stack,
         })
     }
 
+    #[inline]
+    fn place(&mut self, v: Val) -> Result<(), String> {
+        let fresh = match v.tag() {
+            Tag::Trace => self.placed_traces.mark(v.id()),
+            Tag::Block => self.placed_blocks.mark(v.id()),
+            _ => true,
+        };
+        if fresh {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} {} is referenced a second time: PyTorch writes each once, and a shared one would be expanded in full, so it is refused",
+                if v.is(Tag::Trace) {
+                    "trace entry"
+                } else {
+                    "block"
+                },
+                v.id()
+            ))
+        }
+    }
+
+    fn take_list(&mut self, v: Val, path: &str) -> Result<ListBody, SnapshotError> {
+        match v.tag() {
+            Tag::EmptyList => Ok(ListBody::Vals(Vec::new())),
+            Tag::List => self.lists[v.id() as usize]
+                .take()
+                .ok_or_else(|| shared(path)),
+            _ => Err(shape(path, "expected a list")),
+        }
+    }
+
+    fn take_dict(&mut self, v: Val, path: &str) -> Result<Vec<(Val, Val)>, SnapshotError> {
+        match v.tag() {
+            Tag::Dict => self.dicts[v.id() as usize]
+                .take()
+                .ok_or_else(|| shared(path)),
+            _ => Err(shape(path, "expected a dict")),
+        }
+    }
+
     fn into_snapshot(mut self, root: Val) -> Result<Snapshot, SnapshotError> {
         let mut snapshot = Snapshot::default();
-        let top = match &root {
-            Val::Dict(items) => items.clone(),
-            Val::List(_) => Rc::new(vec![(Val::Str(self.intern("segments")), root.clone())]),
+        let top = match root.tag() {
+            Tag::Dict => self.take_dict(root, "top level")?,
+            Tag::List | Tag::EmptyList => vec![(Val::of(Tag::Str, self.intern("segments")), root)],
             _ => return Err(shape("top level", "expected a dict with 'segments'")),
         };
         let segments_key = self.intern("segments");
@@ -474,103 +789,146 @@ impl SnapshotBuilder {
         let Some(segments) = Self::field(&top, segments_key) else {
             return Err(shape("top level", "no 'segments' key"));
         };
-        for (i, seg) in self.list(segments, "segments")?.iter().enumerate() {
+        let ListBody::Vals(segments) = self.take_list(segments, "segments")? else {
+            return Err(shape("segments", "expected a list of segment dicts"));
+        };
+        for (i, seg) in segments.into_iter().enumerate() {
             let path = format!("segments[{i}]");
-            snapshot.segments.push(self.segment(seg, &path)?);
+            let segment = self.segment(seg, &path)?;
+            snapshot.segments.push(segment);
         }
         if let Some(traces) = Self::field(&top, traces_key) {
-            for (d, device) in self.list(traces, "device_traces")?.iter().enumerate() {
+            let ListBody::Vals(devices) = self.take_list(traces, "device_traces")? else {
+                return Err(shape("device_traces", "expected a list of lists"));
+            };
+            for (d, device) in devices.into_iter().enumerate() {
                 let path = format!("device_traces[{d}]");
-                let entries = self.list(device, &path)?;
-                // The usual single-device trace owns every record in order: move, don't copy.
-                let whole = entries.len() == self.traces.len()
-                    && entries
-                        .iter()
-                        .enumerate()
-                        .all(|(i, e)| matches!(e, Val::Trace(t) if *t as usize == i));
-                if whole && !entries.is_empty() {
-                    snapshot
-                        .device_traces
-                        .push(std::mem::take(&mut self.traces));
-                    continue;
-                }
-                let mut out = Vec::with_capacity(entries.len());
-                for (i, entry) in entries.iter().enumerate() {
-                    out.push(match entry {
-                        Val::Trace(t) => self.traces[*t as usize],
-                        Val::Dict(items) => self
-                            .trace_entry(&Fields::of(items))
-                            .map_err(|reason| shape(&format!("{path}[{i}]"), &reason))?,
-                        _ => return Err(shape(&format!("{path}[{i}]"), "expected a dict")),
-                    });
-                }
-                snapshot.device_traces.push(out);
+                let entries = self.device_trace(device, &path)?;
+                snapshot.device_traces.push(entries);
             }
         }
-        if let Some(Val::Dict(settings)) = Self::field(&top, settings_key) {
-            for (k, v) in settings.iter() {
+        if let Some(settings) = Self::field(&top, settings_key).filter(|v| v.is(Tag::Dict)) {
+            let settings = self.take_dict(settings, "allocator_settings")?;
+            for (k, v) in settings {
                 snapshot
                     .allocator_settings
                     .push((self.repr(k), self.repr(v)));
             }
         }
-        self.traces = Vec::new();
+        snapshot.streams = self.streams;
         snapshot.frames = self.frames;
         Ok(snapshot)
     }
 
-    fn list<'a>(&self, v: &'a Val, path: &str) -> Result<&'a [Val], SnapshotError> {
-        match v {
-            Val::List(items) => Ok(items),
-            _ => Err(shape(path, "expected a list")),
+    fn device_trace(&mut self, device: Val, path: &str) -> Result<Vec<TraceEntry>, SnapshotError> {
+        match self.take_list(device, path)? {
+            ListBody::Run {
+                kind: Tag::Trace,
+                first,
+                len,
+            } => {
+                let (first, len) = (first as usize, len as usize);
+                // The usual single-device trace owns every record in order: move, don't copy.
+                if first == 0 && len == self.traces.len() {
+                    Ok(std::mem::take(&mut self.traces))
+                } else {
+                    Ok(self.traces[first..first + len].to_vec())
+                }
+            }
+            ListBody::Run { .. } => Err(shape(path, "expected trace entries, found blocks")),
+            ListBody::Vals(entries) => {
+                let mut out = Vec::with_capacity(entries.len());
+                for (i, entry) in entries.into_iter().enumerate() {
+                    let at = || format!("{path}[{i}]");
+                    out.push(match entry.tag() {
+                        Tag::Trace => self.traces[entry.id() as usize],
+                        Tag::Dict => {
+                            let items = self.take_dict(entry, &at())?;
+                            self.trace_entry(&Fields::of(&items))
+                                .map_err(|reason| shape(&at(), &reason))?
+                        }
+                        _ => return Err(shape(&at(), "expected a dict")),
+                    });
+                }
+                Ok(out)
+            }
         }
     }
 
-    fn segment(&self, v: &Val, path: &str) -> Result<Segment, SnapshotError> {
-        let Val::Dict(items) = v else {
-            return Err(shape(path, "expected a dict"));
-        };
-        let get = |key: &str| {
-            self.string_ids
+    fn segment(&mut self, v: Val, path: &str) -> Result<Segment, SnapshotError> {
+        let items = self.take_dict(v, path)?;
+        let get = |b: &Self, key: &str| {
+            b.string_ids
                 .get(key)
-                .and_then(|&id| Self::field(items, id))
+                .and_then(|&id| Self::field(&items, id))
         };
-        let uint = |key: &str| -> Result<u64, SnapshotError> {
-            match get(key) {
+        let uint = |b: &Self, key: &str| -> Result<u64, SnapshotError> {
+            match get(b, key) {
                 None => Ok(0),
-                Some(v) => v
-                    .as_u64()
+                Some(v) => b
+                    .u64_of(v)
                     .ok_or_else(|| shape(path, &format!("'{key}' is not a non-negative int"))),
             }
         };
-        let address = uint("address")?;
-        let stack = match get("frames") {
+        let address = uint(self, "address")?;
+        let stack = match Self::field(&items, key::FRAMES) {
             Some(f) => self.stack_of(f).map_err(|r| shape(path, &r))?,
             None => EMPTY_STACK,
         };
         let mut segment = Segment {
-            device: get("device").and_then(Val::as_i64).unwrap_or(0),
+            device: get(self, "device")
+                .and_then(|v| self.i64_of(v))
+                .unwrap_or(0),
             address,
-            total_size: uint("total_size")?,
-            allocated_size: uint("allocated_size")?,
-            active_size: uint("active_size")?,
-            requested_size: uint("requested_size")?,
-            stream: get("stream").and_then(Val::as_i64).unwrap_or(0),
-            segment_type: get("segment_type")
+            total_size: uint(self, "total_size")?,
+            allocated_size: uint(self, "allocated_size")?,
+            active_size: uint(self, "active_size")?,
+            requested_size: uint(self, "requested_size")?,
+            stream: get(self, "stream")
+                .and_then(|v| self.i64_of(v))
+                .unwrap_or(0),
+            segment_type: get(self, "segment_type")
                 .and_then(|v| self.str_of(v))
                 .map_or_else(String::new, |s| s.to_string()),
-            is_expandable: matches!(get("is_expandable"), Some(Val::True)),
+            is_expandable: get(self, "is_expandable") == Some(Val(Tag::True as u64)),
             stack,
             blocks: Vec::new(),
         };
         let mut next_address = address;
-        if let Some(blocks) = get("blocks") {
-            for (i, b) in self
-                .list(blocks, &format!("{path}.blocks"))?
-                .iter()
-                .enumerate()
-            {
-                let block = self.block(b, next_address, &format!("{path}.blocks[{i}]"))?;
+        if let Some(blocks) = get(self, "blocks") {
+            let blocks_path = format!("{path}.blocks");
+            let ids: Vec<u32> = match self.take_list(blocks, &blocks_path)? {
+                ListBody::Run {
+                    kind: Tag::Block,
+                    first,
+                    len,
+                } => (first..first + len).collect(),
+                ListBody::Run { .. } => {
+                    return Err(shape(&blocks_path, "expected blocks, found trace entries"));
+                }
+                ListBody::Vals(vals) => {
+                    let mut ids = Vec::with_capacity(vals.len());
+                    for (i, b) in vals.into_iter().enumerate() {
+                        if !b.is(Tag::Block) {
+                            return Err(shape(
+                                &format!("{blocks_path}[{i}]"),
+                                "expected a block dict with 'size' and a known 'state'",
+                            ));
+                        }
+                        ids.push(b.id());
+                    }
+                    ids
+                }
+            };
+            for id in ids {
+                let raw = &self.blocks[id as usize];
+                let block = Block {
+                    address: raw.address.unwrap_or(next_address),
+                    size: raw.size,
+                    requested_size: raw.requested_size.unwrap_or(raw.size),
+                    state: raw.state,
+                    stack: raw.stack,
+                };
                 next_address = block.address.wrapping_add(block.size);
                 segment.blocks.push(block);
             }
@@ -578,75 +936,41 @@ impl SnapshotBuilder {
         Ok(segment)
     }
 
-    fn block(&self, v: &Val, default_address: u64, path: &str) -> Result<Block, SnapshotError> {
-        let Val::Dict(items) = v else {
-            return Err(shape(path, "expected a dict"));
-        };
-        let get = |key: &str| {
-            self.string_ids
-                .get(key)
-                .and_then(|&id| Self::field(items, id))
-        };
-        let size = get("size")
-            .ok_or_else(|| shape(path, "missing 'size'"))?
-            .as_u64()
-            .ok_or_else(|| shape(path, "'size' is not a non-negative int"))?;
-        let state = match get("state").and_then(|v| self.str_of(v)).map(|s| &**s) {
-            Some("active_allocated") => BlockState::ActiveAllocated,
-            Some("active_pending_free") | Some("active_awaiting_free") => {
-                BlockState::ActivePendingFree
-            }
-            Some("inactive") => BlockState::Inactive,
-            Some(other) => return Err(shape(path, &format!("unknown block state {other:?}"))),
-            None => return Err(shape(path, "missing 'state'")),
-        };
-        let mut stack = match get("frames") {
-            Some(f) => self.stack_of(f).map_err(|r| shape(path, &r))?,
-            None => EMPTY_STACK,
-        };
-        // Older snapshots: the allocation stack is on the last history entry.
-        if let (EMPTY_STACK, Some(Val::List(history))) = (stack, get("history"))
-            && let Some(Val::Dict(last)) = history.last()
-            && let Some(f) = Self::field(last, self.keys.frames)
-        {
-            stack = self.stack_of(f).map_err(|r| shape(path, &r))?;
-        }
-        Ok(Block {
-            address: get("address")
-                .and_then(Val::as_u64)
-                .unwrap_or(default_address),
-            size,
-            requested_size: get("requested_size").and_then(Val::as_u64).unwrap_or(size),
-            state,
-            stack,
-        })
-    }
-
     /// A short Python-like rendering of a setting's key or value.
-    fn repr(&self, v: &Val) -> String {
-        match v {
-            Val::None => "None".into(),
-            Val::False => "False".into(),
-            Val::True => "True".into(),
-            Val::Int(i) => i.to_string(),
-            Val::BigInt(_) => v
-                .as_u64()
-                .map_or("<int wider than 64 bits>".into(), |u| u.to_string()),
-            Val::Float(f) => f.to_string(),
-            Val::Str(id) => self.strings[*id as usize].to_string(),
-            Val::Bytes => "<bytes>".into(),
-            Val::List(items) => {
-                let parts: Vec<_> = items.iter().map(|i| self.repr(i)).collect();
-                format!("[{}]", parts.join(", "))
-            }
-            Val::Dict(items) => {
-                let parts: Vec<_> = items
-                    .iter()
-                    .map(|(k, v)| format!("{}: {}", self.repr(k), self.repr(v)))
-                    .collect();
-                format!("{{{}}}", parts.join(", "))
-            }
-            Val::Frame(_) | Val::Stack(_) | Val::Trace(_) => "<frames>".into(),
+    fn repr(&self, v: Val) -> String {
+        match v.tag() {
+            Tag::None => "None".into(),
+            Tag::False => "False".into(),
+            Tag::True => "True".into(),
+            Tag::Int => v.small_int().unwrap_or(0).to_string(),
+            Tag::Wide => match &self.wide[v.id() as usize] {
+                Wide::Int(i) => i.to_string(),
+                Wide::Big(_) => self
+                    .u64_of(v)
+                    .map_or("<int wider than 64 bits>".into(), |u| u.to_string()),
+            },
+            Tag::Float => self.floats[v.id() as usize].to_string(),
+            Tag::Str => self.strings[v.id() as usize].to_string(),
+            Tag::Bytes => "<bytes>".into(),
+            Tag::EmptyList => "[]".into(),
+            Tag::List => match &self.lists[v.id() as usize] {
+                Some(ListBody::Vals(items)) => {
+                    let parts: Vec<_> = items.iter().map(|&i| self.repr(i)).collect();
+                    format!("[{}]", parts.join(", "))
+                }
+                _ => "<list>".into(),
+            },
+            Tag::Dict => match &self.dicts[v.id() as usize] {
+                Some(items) => {
+                    let parts: Vec<_> = items
+                        .iter()
+                        .map(|&(k, v)| format!("{}: {}", self.repr(k), self.repr(v)))
+                        .collect();
+                    format!("{{{}}}", parts.join(", "))
+                }
+                None => "<dict>".into(),
+            },
+            Tag::Frame | Tag::Stack | Tag::Trace | Tag::Block => "<frames>".into(),
         }
     }
 }
@@ -658,65 +982,154 @@ fn shape(path: &str, reason: &str) -> SnapshotError {
     }
 }
 
+#[cold]
+fn too_many_records() -> String {
+    format!(
+        "more than {MAX_RECORDS} trace entries and blocks (1 GiB of records); stopped to keep memory bounded"
+    )
+}
+
+fn shared(path: &str) -> SnapshotError {
+    shape(
+        path,
+        "refers to a list or dict already used elsewhere; PyTorch never shares them, and a shared one would be expanded in full, so it is refused",
+    )
+}
+
 impl Build for SnapshotBuilder {
     type Value = Val;
+    type List = ListAcc;
+    fn run_value(&self, first: &Val, offset: u32) -> Option<Val> {
+        first
+            .is(Tag::Trace)
+            .then(|| Val::of(Tag::Trace, first.id().wrapping_add(offset)))
+    }
     fn none(&mut self) -> Val {
-        Val::None
+        Val::NONE
     }
     fn bool(&mut self, value: bool) -> Val {
-        if value { Val::True } else { Val::False }
+        Val(if value { Tag::True } else { Tag::False } as u64)
     }
+    #[inline]
     fn int(&mut self, value: i64) -> Val {
-        Val::Int(value)
+        if (-(1 << 59)..1 << 59).contains(&value) {
+            return Val((value << 4) as u64 | Tag::Int as u64);
+        }
+        self.wide.push(Wide::Int(value));
+        Val::of(Tag::Wide, (self.wide.len() - 1) as u32)
     }
     fn big_int(&mut self, le_bytes: &[u8]) -> Val {
-        Val::BigInt(Rc::new(le_bytes.to_vec()))
+        self.wide.push(Wide::Big(le_bytes.to_vec()));
+        Val::of(Tag::Wide, (self.wide.len() - 1) as u32)
     }
     fn float(&mut self, value: f64) -> Val {
-        Val::Float(value)
+        self.floats.push(value);
+        Val::of(Tag::Float, (self.floats.len() - 1) as u32)
     }
     fn str(&mut self, value: &str) -> Val {
-        Val::Str(self.intern(value))
+        Val::of(Tag::Str, self.intern(value))
     }
     fn bytes(&mut self, _value: &[u8]) -> Val {
-        Val::Bytes
+        Val(Tag::Bytes as u64)
     }
-    fn tuple(&mut self, items: Vec<Val>) -> Val {
-        self.list(items)
+    fn new_list(&mut self) -> ListAcc {
+        ListAcc::Empty
     }
-    fn list(&mut self, items: Vec<Val>) -> Val {
-        if !items.is_empty() && items.iter().all(|v| matches!(v, Val::Frame(_))) {
-            let ids: Vec<FrameId> = items
-                .iter()
-                .map(|v| match v {
-                    Val::Frame(id) => *id,
-                    _ => unreachable!("checked above"),
-                })
-                .collect();
-            if let Some(&id) = self.stack_ids.get(ids.as_slice()) {
-                return Val::Stack(id);
+    #[inline]
+    fn push(&mut self, list: &mut ListAcc, item: Val) -> Result<(), String> {
+        let tag = item.tag();
+        match list {
+            ListAcc::Run { kind, first, len } if *kind == tag && item.id() == *first + *len => {
+                self.place(item)?;
+                *len += 1;
+                return Ok(());
             }
-            let id = self.frames.stacks.len() as StackId;
-            let ids: Box<[FrameId]> = ids.into();
-            self.frames.stacks.push(ids.clone());
-            self.stack_ids.insert(ids, id);
-            return Val::Stack(id);
+            ListAcc::Empty if matches!(tag, Tag::Trace | Tag::Block) => {
+                self.place(item)?;
+                *list = ListAcc::Run {
+                    kind: tag,
+                    first: item.id(),
+                    len: 1,
+                };
+                return Ok(());
+            }
+            ListAcc::Empty if tag == Tag::Frame => {
+                *list = ListAcc::Frames(vec![item.id()]);
+                return Ok(());
+            }
+            ListAcc::Frames(ids) if tag == Tag::Frame => {
+                ids.push(item.id());
+                return Ok(());
+            }
+            ListAcc::Vals(vals) => {
+                self.count_generic(1)?;
+                self.place(item)?;
+                vals.push(item);
+                return Ok(());
+            }
+            _ => {}
         }
-        Val::List(Rc::new(items))
+        // A mixed list: spell out what was compact so far.
+        let vals: Vec<Val> = match std::mem::replace(list, ListAcc::Empty) {
+            ListAcc::Run { kind, first, len } => {
+                (first..first + len).map(|id| Val::of(kind, id)).collect()
+            }
+            ListAcc::Frames(ids) => ids.into_iter().map(|id| Val::of(Tag::Frame, id)).collect(),
+            ListAcc::Empty | ListAcc::Vals(_) => Vec::new(),
+        };
+        self.count_generic(vals.len())?;
+        *list = ListAcc::Vals(vals);
+        self.push(list, item)
     }
-    fn dict(&mut self, items: Vec<(Val, Val)>) -> Val {
-        let fields = Fields::of(&items);
-        if fields.get(self.keys.action).is_some()
+    fn list(&mut self, list: ListAcc, _tuple: bool) -> Result<Val, String> {
+        let body = match list {
+            ListAcc::Empty => return Ok(Val(Tag::EmptyList as u64)),
+            ListAcc::Frames(ids) => {
+                if let Some(&id) = self.stack_ids.get(ids.as_slice()) {
+                    return Ok(Val::of(Tag::Stack, id));
+                }
+                let id = self.frames.stacks.len() as StackId;
+                let ids: Box<[FrameId]> = ids.into();
+                self.frames.stacks.push(ids.clone());
+                self.stack_ids.insert(ids, id);
+                return Ok(Val::of(Tag::Stack, id));
+            }
+            ListAcc::Run { kind, first, len } => ListBody::Run { kind, first, len },
+            ListAcc::Vals(vals) => ListBody::Vals(vals),
+        };
+        self.lists.push(Some(body));
+        Ok(Val::of(Tag::List, (self.lists.len() - 1) as u32))
+    }
+    #[inline]
+    fn dict(&mut self, items: &mut Vec<(Val, Val)>) -> Result<Val, String> {
+        let fields = Fields::of(items);
+        if fields.get(key::ACTION).is_some()
             && let Ok(entry) = self.trace_entry(&fields)
         {
-            let id = self.traces.len() as u32;
+            if self.traces.len() + self.blocks.len() >= MAX_RECORDS {
+                return Err(too_many_records());
+            }
             self.traces.push(entry);
-            return Val::Trace(id);
+            return Ok(Val::of(Tag::Trace, (self.traces.len() - 1) as u32));
+        }
+        if fields.get(key::STATE).is_some()
+            && let Some(block) = self.try_block(&fields)
+        {
+            if self.traces.len() + self.blocks.len() >= MAX_RECORDS {
+                return Err(too_many_records());
+            }
+            self.blocks.push(block);
+            return Ok(Val::of(Tag::Block, (self.blocks.len() - 1) as u32));
         }
         if let Some(id) = self.try_frame(&fields) {
-            return Val::Frame(id);
+            return Ok(Val::of(Tag::Frame, id));
         }
-        Val::Dict(Rc::new(items))
+        self.count_generic(items.len() * 2)?;
+        for &(_, v) in items.iter() {
+            self.place(v)?;
+        }
+        self.dicts.push(Some(std::mem::take(items)));
+        Ok(Val::of(Tag::Dict, (self.dicts.len() - 1) as u32))
     }
 }
 
@@ -725,18 +1138,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn val_stays_16_bytes() {
-        assert_eq!(std::mem::size_of::<Val>(), 16);
-        assert_eq!(std::mem::size_of::<TraceEntry>(), 40);
+    fn values_are_8_bytes_and_records_32() {
+        assert_eq!(std::mem::size_of::<Val>(), 8);
+        assert_eq!(std::mem::size_of::<TraceEntry>(), 32);
     }
 
     #[test]
-    fn wide_ints_convert_when_they_fit_u64() {
-        let v = Val::BigInt(Rc::new(vec![1, 0, 0, 0, 0, 0, 0, 0x80, 0]));
-        assert_eq!(v.as_u64(), Some(0x8000_0000_0000_0001));
-        let v = Val::BigInt(Rc::new(vec![0, 0, 0, 0, 0, 0, 0, 0, 1]));
-        assert_eq!(v.as_u64(), None);
-        assert_eq!(Val::Int(-1).as_u64(), None);
+    fn ints_convert_when_they_fit() {
+        let mut b = SnapshotBuilder::new();
+        let v = b.big_int(&[1, 0, 0, 0, 0, 0, 0, 0x80, 0]);
+        assert_eq!(b.u64_of(v), Some(0x8000_0000_0000_0001));
+        let v = b.big_int(&[0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(b.u64_of(v), None);
+        let v = b.int(-1);
+        assert_eq!((b.u64_of(v), b.i64_of(v)), (None, Some(-1)));
+        for i in [
+            0,
+            1 << 59,
+            -(1 << 59),
+            i64::MAX,
+            i64::MIN,
+            1_796_094_657_943_293,
+        ] {
+            let v = b.int(i);
+            assert_eq!(b.i64_of(v), Some(i), "{i}");
+        }
     }
 
     #[test]
@@ -753,5 +1179,68 @@ mod tests {
         // pickle.dumps([], 2)
         let s = Snapshot::read(&b"\x80\x02]q\x00."[..]).unwrap();
         assert!(s.segments.is_empty() && s.device_traces.is_empty());
+    }
+
+    /// 1,500 flat trace entries memoized one after another (the memo keeps them as runs), a
+    /// string memoized among them (its chunk is listed again), then a reference to entry 1,200:
+    /// the reference finds the right entry, and it is refused as a second use.
+    #[test]
+    fn memo_runs_resolve_references_in_and_after_them() {
+        let mut b =
+            b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94](]\x94".to_vec();
+        // Memo so far: 0 top dict, 1 "segments", 2 [], 3 "device_traces", 4 trace list.
+        let entry = |b: &mut Vec<u8>, t: u8| {
+            b.extend_from_slice(b"}\x94(\x8c\x06action\x8c\x05alloc\x8c\x04size");
+            b.extend_from_slice(&[b'K', t, b'u']);
+        };
+        for chunk in 0..2 {
+            b.push(b'(');
+            for k in 0..750 {
+                entry(&mut b, ((chunk * 750 + k) % 251) as u8);
+                if chunk == 1 && k == 100 {
+                    b.extend_from_slice(b"\x8c\x01x\x940");
+                }
+            }
+            b.push(b'e');
+        }
+        // A second device's trace refers to entry 1,200: memoized at 5 + 1,200, plus the
+        // string before it.
+        let whole = b.len();
+        b.extend_from_slice(b"](j");
+        b.extend_from_slice(&(5u32 + 1200 + 1).to_le_bytes());
+        b.extend_from_slice(b"eeu.");
+        let e = Snapshot::read(&b[..]).unwrap_err().to_string();
+        assert!(
+            e.contains("trace entry 1200 is referenced a second time"),
+            "{e}"
+        );
+        // Without it, the 1,500 entries read in order.
+        let mut ok = b[..whole].to_vec();
+        ok.extend_from_slice(b"eu.");
+        let s = Snapshot::read(&ok[..]).unwrap();
+        let sizes: Vec<u64> = s.device_traces[0].iter().map(|e| e.size).collect();
+        assert_eq!(sizes.len(), 1500);
+        assert!(
+            sizes
+                .iter()
+                .enumerate()
+                .all(|(i, &v)| v == (i % 251) as u64)
+        );
+    }
+
+    /// `{"segments": [], "device_traces": [[e, e]]}` with `e` one trace-entry dict memoized
+    /// once and referenced again: refused instead of analysed twice.
+    #[test]
+    fn a_trace_entry_referenced_twice_is_refused() {
+        let bytes = b"\x80\x04}(\x8c\x08segments]\x8c\x0ddevice_traces](](}\x94(\x8c\x06action\x8c\x05alloc\x8c\x04size\x4b\x01uh\x00eeu.";
+        let e = Snapshot::read(&bytes[..]).unwrap_err().to_string();
+        assert!(
+            e.contains("trace entry 0 is referenced a second time"),
+            "{e}"
+        );
+        assert!(
+            e.starts_with("pickle exceeds a limit: APPENDS at byte"),
+            "{e}"
+        );
     }
 }

@@ -112,6 +112,7 @@ mod tests {
             bytes,
             count,
             stack: vec![],
+            key_frame: None,
         }
     }
 

@@ -3,9 +3,16 @@
 //!
 //! The flow: [`pickle`] reads bytes into values without executing anything → [`decode`] turns
 //! them into compact segments, trace entries and interned frames → [`analyze`] finds the peak,
-//! the stacks live there and the OOMs → [`diff`] compares two snapshots → [`render`] writes text,
-//! JSON (`schema/snapshot.schema.json`) or HTML with an SVG timeline. [`load`] reads and
-//! analyses one file; [`cli`] holds the clap arguments and `execute`.
+//! what was allocated, active and reserved there, the stacks live there and the OOMs →
+//! [`timeline`] packs a device's trace for the interactive chart → [`diff`] compares two
+//! snapshots → [`render`] writes text, JSON (`schema/snapshot.schema.json`) or HTML.
+//!
+//! # Entry point for other commands
+//! [`load`] reads and analyses one file (plain, gzip, zstd or xz) and returns a
+//! [`SnapshotReport`]; its [`SnapshotReport::primary`] device carries `peak_allocated_bytes`,
+//! `peak_reserved_bytes`, `peak_active_bytes`, `peak_time_us` and `peak_stacks` (largest
+//! first). This signature and those fields are kept stable for `report`. [`load_all`] reads
+//! many files on all cores; [`cli`] holds the clap arguments and `execute`.
 
 pub mod analyze;
 // A doc comment on a clap item is `--help` text: documenting the rest of `cli` changes the
@@ -14,10 +21,9 @@ pub mod analyze;
 pub mod cli;
 pub mod decode;
 pub mod diff;
-// Kept as it is in this change (the reader is being sped up next); its own docs come with it.
-#[allow(missing_docs)]
 pub mod pickle;
 pub mod render;
+pub mod timeline;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Read};
@@ -44,6 +50,8 @@ pub struct SnapshotReport {
     pub devices: Vec<DeviceReport>,
     /// The caching allocator's settings as `(key, repr of the value)`.
     pub allocator_settings: Vec<(String, String)>,
+    /// One per device, in `devices` order, when [`LoadOptions::timeline`] asked for them.
+    pub timelines: Vec<timeline::DeviceTimeline>,
 }
 
 impl SnapshotReport {
@@ -73,6 +81,18 @@ pub enum LoadError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// The file is compressed in a format memprints does not read.
+    #[error(
+        "{path}: compressed with {format}, which memprints does not read: decompress it first ({hint})"
+    )]
+    Compression {
+        /// The file.
+        path: String,
+        /// The format its first bytes name.
+        format: &'static str,
+        /// The command that decompresses it.
+        hint: &'static str,
+    },
     /// The file is not a readable memory snapshot.
     #[error("{path}: {source}")]
     Read {
@@ -89,36 +109,68 @@ pub enum LoadError {
     },
 }
 
+/// What [`load_with`] builds besides the analysis.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// A progress bar on large files, when stderr is a terminal.
+    pub progress: bool,
+    /// The packed trace of each device for the interactive timeline.
+    pub timeline: bool,
+}
+
 /// Reads and analyses one snapshot file, with a progress bar on large files when `progress`.
 pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
+    load_with(
+        path,
+        LoadOptions {
+            progress,
+            timeline: false,
+        },
+    )
+}
+
+/// Reads and analyses every file of `paths` on all cores, results in the same order.
+pub fn load_all(paths: &[PathBuf], options: LoadOptions) -> Vec<Result<SnapshotReport, LoadError>> {
+    use rayon::prelude::*;
+    // Progress bars of files read side by side would overwrite each other.
+    let options = LoadOptions {
+        progress: options.progress && paths.len() == 1,
+        ..options
+    };
+    paths.par_iter().map(|p| load_with(p, options)).collect()
+}
+
+/// [`load`], building what `options` ask for.
+pub fn load_with(path: &Path, options: LoadOptions) -> Result<SnapshotReport, LoadError> {
     let display = path.display().to_string();
     let file = File::open(path).map_err(|source| LoadError::Open {
         path: display.clone(),
         source,
     })?;
     let file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let bar = (progress && file_bytes >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal())
-        .then(|| {
-            let bar = indicatif::ProgressBar::new(file_bytes);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} {eta}",
-                )
-                .expect("static template")
-                .progress_chars("=> "),
-            );
-            bar.set_message(display.clone());
-            bar
-        });
+    let bar =
+        (options.progress && file_bytes >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal())
+            .then(|| {
+                let bar = indicatif::ProgressBar::new(file_bytes);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} {eta}",
+                    )
+                    .expect("static template")
+                    .progress_chars("=> "),
+                );
+                bar.set_message(display.clone());
+                bar
+            });
     let input = Progress {
-        inner: BufReader::with_capacity(1 << 20, file),
+        // Small: it only lets the magic bytes be peeked; the reader's own larger reads then
+        // bypass it instead of being copied through it.
+        inner: BufReader::with_capacity(64 * 1024, file),
         bar: bar.clone(),
     };
-    let input = crate::compressed::decompressed(input).map_err(|source| LoadError::Open {
-        path: display.clone(),
-        source,
-    })?;
-    let snapshot = Snapshot::read(input);
+    let (input, plain) = decompressed(input, &display)?;
+    // The size hint lets the reader reserve its records once; compressed sizes say too little.
+    let snapshot = Snapshot::read_sized(input, if plain { file_bytes } else { 0 });
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -130,6 +182,14 @@ pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
     if devices.is_empty() {
         return Err(LoadError::Empty { path: display });
     }
+    let timelines = if options.timeline {
+        devices
+            .iter()
+            .map(|d| timeline::DeviceTimeline::build(&snapshot, d))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(SnapshotReport {
         rank: rank_of(path),
         path: display,
@@ -137,7 +197,57 @@ pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
         events: snapshot.device_traces.iter().map(Vec::len).sum(),
         devices,
         allocator_settings: snapshot.allocator_settings,
+        timelines,
     })
+}
+
+/// Compressions recognised by their first bytes that memprints does not read, with the
+/// command that undoes each.
+const UNREAD_COMPRESSIONS: [(&[u8], &str, &str); 5] = [
+    (b"BZh", "bzip2", "bunzip2 FILE"),
+    (&[0x04, 0x22, 0x4d, 0x18], "lz4", "lz4 -d FILE"),
+    (
+        b"PK\x03\x04",
+        "zip (a torch.save file or an archive)",
+        "unzip FILE",
+    ),
+    (&[0x37, 0x7a, 0xbc, 0xaf, 0x27, 0x1c], "7-Zip", "7z x FILE"),
+    (&[0x5d, 0x00, 0x00], "legacy lzma", "unlzma FILE"),
+];
+
+/// The decompressed bytes of `input` (plain, gzip, zstd or xz) and whether it was plain; a
+/// compression memprints does not read is named in the error.
+fn decompressed<R: BufRead + 'static>(
+    mut input: R,
+    path: &str,
+) -> Result<(Box<dyn Read>, bool), LoadError> {
+    let open = |source| LoadError::Open {
+        path: path.to_string(),
+        source,
+    };
+    let head = input.fill_buf().map_err(open)?;
+    if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
+        let stream =
+            liblzma::stream::Stream::new_stream_decoder(u64::MAX, liblzma::stream::CONCATENATED)
+                .map_err(|e| open(e.into()))?;
+        return Ok((
+            Box::new(liblzma::bufread::XzDecoder::new_stream(input, stream)),
+            false,
+        ));
+    }
+    if let Some((_, format, hint)) = UNREAD_COMPRESSIONS
+        .iter()
+        .find(|(magic, _, _)| head.starts_with(magic))
+    {
+        return Err(LoadError::Compression {
+            path: path.to_string(),
+            format,
+            hint,
+        });
+    }
+    // Every pickle of protocol 2 or newer starts with PROTO (0x80).
+    let plain = head.first() == Some(&0x80);
+    Ok((crate::compressed::decompressed(input).map_err(open)?, plain))
 }
 
 struct Progress<R> {
@@ -180,7 +290,7 @@ pub fn rank_of(path: &Path) -> Option<u32> {
     })
 }
 
-/// Expands directories into their `*.pickle` / `*.pkl` files, also gzip'd or zstd'd (not
+/// Expands directories into their `*.pickle` / `*.pkl` files, also gzip'd, zstd'd or xz'd (not
 /// recursive), sorted by rank then name; files are kept as given.
 pub fn expand_inputs(inputs: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
@@ -196,6 +306,7 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
             let bare = name
                 .strip_suffix(".gz")
                 .or_else(|| name.strip_suffix(".zst"))
+                .or_else(|| name.strip_suffix(".xz"))
                 .unwrap_or(name);
             let is_pickle = bare.ends_with(".pickle") || bare.ends_with(".pkl");
             if is_pickle && path.is_file() {

@@ -14,23 +14,31 @@
 //! copy of ~10 frame dicts per entry. It also materialises the whole generic value tree (with
 //! a `BigInt` and a `String` per value) before any analysis can start, interprets some globals
 //! (`builtins.set`, `bytearray`, `encoding`) instead of refusing them, and has no nesting limit.
-//! This reader instead hands each finished value to a [`Build`] implementation, so the caller
-//! decides what a value becomes (the snapshot model turns trace-entry dicts into 40-byte
-//! records and interns frames as it reads), and memo references are cheap clones of whatever
-//! the builder returned.
+//! This reader instead hands each value to a [`Build`] implementation, so the caller decides
+//! what a value becomes (the snapshot model turns trace-entry dicts into 32-byte records and
+//! interns frames as it reads), and a memo reference is one clone of whatever the builder
+//! returned: references cost O(1), whatever they point to.
 //!
 //! # Contract
 //! - Input is read once, front to back, through a fixed 256 KiB buffer; nothing after `STOP`
 //!   is read. `FRAME` lengths are read and ignored (framing is only a buffering hint).
 //! - A declared length never causes a preallocation: long strings grow as bytes arrive, so a
 //!   length larger than the file fails as a truncation.
+//! - Lists, tuples and sets are filled through [`Build::push`], so the builder decides what an
+//!   item costs (the snapshot model keeps a run of trace entries as two numbers); dicts are
+//!   handed over whole. A flat dict (only scalars and memo references, as every trace entry
+//!   and frame is) is read straight from the buffer without touching the pickle stack.
 //! - Containers are handed to the builder once: when they leave the stack (appended to a
 //!   parent, set into a dict, or popped by `STOP`), or earlier, when a memo reference to them
 //!   is read (`pickle.dump` writes a container's items right after creating it, so it is
 //!   complete by then). Adding items to a container after that is refused: only a
 //!   self-referencing structure does it.
-//! - Limits: nesting depth [`MAX_DEPTH`], stack length [`MAX_STACK`], memo size [`MAX_MEMO`].
-//!   Every failure is one [`PickleError`] whose `Display` is one line with a byte offset.
+//! - The memo costs 16 bytes a slot, and nothing for slots that hold a run of values the
+//!   builder numbers in order ([`Build::run_value`]).
+//! - Limits: nesting depth [`MAX_DEPTH`], stack length [`MAX_STACK`], memo size [`MAX_MEMO`],
+//!   string length [`MAX_BYTES`];
+//!   the builder may refuse a value too ([`Build`] methods return `Err(reason)`). Every failure
+//!   is one [`PickleError`] whose `Display` is one line with a byte offset.
 
 use std::io::{self, Read};
 
@@ -38,70 +46,143 @@ use std::io::{self, Read};
 pub const MAX_DEPTH: u16 = 256;
 /// Most items on the pickle stack at once (marks included).
 pub const MAX_STACK: usize = 1 << 22;
-/// Most memo slots; a real 1,048,576-entry snapshot uses a few million.
+/// Most memo slots (16 bytes each); a 10,000,000-entry snapshot uses about 10 million.
 pub const MAX_MEMO: usize = 1 << 26;
+/// The longest string, bytes or int read (16 MiB); a snapshot's longest are C++ names.
+pub const MAX_BYTES: usize = 16 << 20;
 /// How far past the end of the memo a `BINPUT`/`LONG_BINPUT` index may jump.
 const MAX_MEMO_GAP: usize = 1 << 16;
 const BUFFER_BYTES: usize = 256 * 1024;
+/// The longest flat dict read in one piece from the buffer; longer ones take the general path.
+const FLAT_DICT_WINDOW: usize = 4096;
 
 /// Why a pickle could not be read. Each variant prints as one line naming the byte offset.
 #[derive(Debug, thiserror::Error)]
 pub enum PickleError {
+    /// An opcode that would import or call Python code.
     #[error(
         "refused pickle opcode {name} at byte {offset}: it would import or run Python code, which memprints never does"
     )]
-    Refused { name: &'static str, offset: u64 },
+    Refused {
+        /// The opcode's pickletools name.
+        name: &'static str,
+        /// Where it is.
+        offset: u64,
+    },
+    /// A text opcode of protocol 0 or 1.
     #[error(
         "unsupported pickle opcode {name} at byte {offset}: only binary protocols 2 to 5 are read"
     )]
-    Unsupported { name: &'static str, offset: u64 },
+    Unsupported {
+        /// The opcode's pickletools name.
+        name: &'static str,
+        /// Where it is.
+        offset: u64,
+    },
+    /// A byte that is no opcode at all (often: the file is compressed in a way not recognised).
     #[error("unknown pickle opcode 0x{code:02x} at byte {offset}")]
-    UnknownOpcode { code: u8, offset: u64 },
+    UnknownOpcode {
+        /// The byte.
+        code: u8,
+        /// Where it is.
+        offset: u64,
+    },
+    /// The input ended inside an opcode.
     #[error("pickle is truncated: input ends at byte {offset} inside {opcode}")]
-    Truncated { opcode: &'static str, offset: u64 },
+    Truncated {
+        /// What was being read.
+        opcode: &'static str,
+        /// Where the input ends.
+        offset: u64,
+    },
+    /// The opcodes do not make a value.
     #[error("malformed pickle: {opcode} at byte {offset}: {reason}")]
     Malformed {
+        /// The opcode being run.
         opcode: &'static str,
+        /// Where it is.
         offset: u64,
+        /// What is wrong.
         reason: String,
     },
+    /// A limit of the reader or of the builder.
     #[error("pickle exceeds a limit: {opcode} at byte {offset}: {reason}")]
     Limit {
+        /// The opcode being run.
         opcode: &'static str,
+        /// Where it is.
         offset: u64,
+        /// Which limit, and its value.
         reason: String,
     },
+    /// Reading the input failed.
     #[error("reading the pickle failed at byte {offset}: {source}")]
-    Io { offset: u64, source: io::Error },
+    Io {
+        /// How far reading got.
+        offset: u64,
+        /// What the system said.
+        source: io::Error,
+    },
 }
 
-/// Turns finished pickle values into the caller's representation.
+/// Turns pickle values into the caller's representation.
 ///
-/// Values are cloned once per memo reference, so `Value` should be cheap to clone (an `Rc`, an
-/// index). Sets and frozensets arrive as [`Build::list`].
+/// Values are cloned once per memo reference, so `Value` should be cheap to clone (a `Copy`
+/// handle, an `Rc`). Tuples, lists, sets and frozensets are filled through [`Build::push`] and
+/// finished by [`Build::list`]. A method returning `Err(reason)` stops the reader with a
+/// [`PickleError::Limit`] naming the opcode, its offset and `reason`.
 pub trait Build {
-    type Value: Clone;
+    /// What a finished value becomes.
+    type Value: Clone + PartialEq;
+    /// A list, tuple or set being filled.
+    type List;
+    /// `None`.
     fn none(&mut self) -> Self::Value;
+    /// `True` or `False`.
     fn bool(&mut self, value: bool) -> Self::Value;
+    /// An int that fits an `i64`.
     fn int(&mut self, value: i64) -> Self::Value;
     /// An int that does not fit an `i64`, as little-endian two's complement (at least 9 bytes).
     fn big_int(&mut self, le_bytes: &[u8]) -> Self::Value;
+    /// A float.
     fn float(&mut self, value: f64) -> Self::Value;
+    /// A `str` (lone surrogates replaced).
     fn str(&mut self, value: &str) -> Self::Value;
+    /// A `bytes` or `bytearray`.
     fn bytes(&mut self, value: &[u8]) -> Self::Value;
-    fn tuple(&mut self, items: Vec<Self::Value>) -> Self::Value;
-    fn list(&mut self, items: Vec<Self::Value>) -> Self::Value;
-    fn dict(&mut self, items: Vec<(Self::Value, Self::Value)>) -> Self::Value;
+    /// An empty list, tuple or set to [`Build::push`] items into.
+    fn new_list(&mut self) -> Self::List;
+    /// Adds `item` at the end of `list`.
+    fn push(&mut self, list: &mut Self::List, item: Self::Value) -> Result<(), String>;
+    /// The finished list (`tuple`: it was a tuple).
+    fn list(&mut self, list: Self::List, tuple: bool) -> Result<Self::Value, String>;
+    /// A dict of `items` in order. The builder may take the items out; the caller clears
+    /// `items` afterwards and reuses it.
+    fn dict(&mut self, items: &mut Vec<(Self::Value, Self::Value)>) -> Result<Self::Value, String>;
+    /// The value `offset` places after `first` in a run of values that follow one another,
+    /// such as records numbered in the order they were read; `None` if `first` starts none.
+    /// The memo keeps a run of consecutive slots holding such values as its first value and
+    /// a count (a trace's entry dicts are memoized one after another).
+    fn run_value(&self, _first: &Self::Value, _offset: u32) -> Option<Self::Value> {
+        None
+    }
 }
 
 /// Reads one pickle from `input` and returns the builder's value for its top-level object.
 pub fn read<R: Read, B: Build>(input: R, builder: &mut B) -> Result<B::Value, PickleError> {
+    let placeholder = builder.none();
     Machine {
         input: Input::new(input),
+        memo: Memo {
+            chunks: Vec::new(),
+            len: 0,
+            placeholder: placeholder.clone(),
+        },
+        placeholder,
         builder,
         stack: Vec::new(),
         marks: Vec::new(),
-        memo: Vec::new(),
+        scratch: Vec::new(),
         offset: 0,
         code: 0,
     }
@@ -112,16 +193,25 @@ pub fn read<R: Read, B: Build>(input: R, builder: &mut B) -> Result<B::Value, Pi
 /// A generic pickle value, for tests and small files. Shared memo references share the `Rc`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// `None`.
     None,
+    /// `True` or `False`.
     Bool(bool),
+    /// An int that fits an `i64`.
     Int(i64),
     /// Little-endian two's complement, for ints wider than an `i64`.
     BigInt(std::rc::Rc<[u8]>),
+    /// A float.
     Float(f64),
+    /// A `str`.
     Str(std::rc::Rc<str>),
+    /// A `bytes` or `bytearray`.
     Bytes(std::rc::Rc<[u8]>),
+    /// A tuple.
     Tuple(std::rc::Rc<[Value]>),
+    /// A list, set or frozenset.
     List(std::rc::Rc<[Value]>),
+    /// A dict, items in order.
     Dict(std::rc::Rc<[(Value, Value)]>),
 }
 
@@ -130,6 +220,7 @@ pub struct ValueBuilder;
 
 impl Build for ValueBuilder {
     type Value = Value;
+    type List = Vec<Value>;
     fn none(&mut self) -> Value {
         Value::None
     }
@@ -151,14 +242,22 @@ impl Build for ValueBuilder {
     fn bytes(&mut self, value: &[u8]) -> Value {
         Value::Bytes(value.into())
     }
-    fn tuple(&mut self, items: Vec<Value>) -> Value {
-        Value::Tuple(items.into())
+    fn new_list(&mut self) -> Vec<Value> {
+        Vec::new()
     }
-    fn list(&mut self, items: Vec<Value>) -> Value {
-        Value::List(items.into())
+    fn push(&mut self, list: &mut Vec<Value>, item: Value) -> Result<(), String> {
+        list.push(item);
+        Ok(())
     }
-    fn dict(&mut self, items: Vec<(Value, Value)>) -> Value {
-        Value::Dict(items.into())
+    fn list(&mut self, list: Vec<Value>, tuple: bool) -> Result<Value, String> {
+        Ok(if tuple {
+            Value::Tuple(list.into())
+        } else {
+            Value::List(list.into())
+        })
+    }
+    fn dict(&mut self, items: &mut Vec<(Value, Value)>) -> Result<Value, String> {
+        Ok(Value::Dict(std::mem::take(items).into()))
     }
 }
 
@@ -279,6 +378,8 @@ struct Input<R> {
     loaded: Option<(usize, usize)>,
     /// The read error that ended the input, with its offset.
     error: Option<(u64, io::Error)>,
+    /// The last [`Input::load`] stopped at [`MAX_BYTES`].
+    too_long: bool,
 }
 
 impl<R: Read> Input<R> {
@@ -292,6 +393,7 @@ impl<R: Read> Input<R> {
             long: Vec::new(),
             loaded: None,
             error: None,
+            too_long: false,
         }
     }
 
@@ -305,6 +407,9 @@ impl<R: Read> Input<R> {
     #[cold]
     #[inline(never)]
     fn fill(&mut self, n: usize) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
         while self.end - self.pos < n {
             if self.pos > 0 {
                 self.buf.copy_within(self.pos..self.end, 0);
@@ -323,6 +428,16 @@ impl<R: Read> Input<R> {
             }
         }
         true
+    }
+
+    /// The buffered bytes from the current position: at least `n` (≤ buffer size) unless the
+    /// input ends or fails first (a failure is kept for the next read to report).
+    #[inline]
+    fn window(&mut self, n: usize) -> &[u8] {
+        if self.end - self.pos < n {
+            self.fill(n);
+        }
+        &self.buf[self.pos..self.end]
     }
 
     #[inline(always)]
@@ -378,7 +493,10 @@ impl<R: Read> Input<R> {
         self.pos = 0;
         self.end = 0;
         let want = n - self.long.len() as u64;
-        let got = match (&mut self.inner).take(want).read_to_end(&mut self.long) {
+        // Read no more than one byte past the limit: a long declared length with few bytes
+        // behind it still reads as a truncation.
+        let most = want.min((MAX_BYTES + 1).saturating_sub(self.long.len()) as u64);
+        let got = match (&mut self.inner).take(most).read_to_end(&mut self.long) {
             Ok(got) => got,
             Err(source) => {
                 self.error = Some((self.base, source));
@@ -386,6 +504,10 @@ impl<R: Read> Input<R> {
             }
         };
         self.base += got as u64;
+        if self.long.len() > MAX_BYTES {
+            self.too_long = true;
+            return false;
+        }
         (got as u64) >= want
     }
 
@@ -401,27 +523,143 @@ impl<R: Read> Input<R> {
 
 /// One slot of the pickle stack. Containers stay open (mutable) until they leave the stack.
 /// `u16` is the nesting depth; an open container's `u32` is its memo index, or [`NO_MEMO`].
-/// `repr(C, u64)` (here and on [`Memo`]) keeps each variant's fields at fixed, word-aligned
-/// offsets, so slots move as whole words: with the default layout the compiler copied them in
-/// odd-sized, overlapping pieces, which stalled store forwarding on every push (~15% of a run).
+/// `repr(C, u64)` keeps each variant's fields at fixed, word-aligned offsets, so slots move as
+/// whole words: with the default layout the compiler copied them in odd-sized, overlapping
+/// pieces, which stalled store forwarding on every push (~15% of a run).
 #[repr(C, u64)]
-enum Slot<V> {
+enum Slot<V, L> {
     Mark,
     Value(V, u16),
-    List(Vec<V>, u16, u32),
+    List(L, u16, u32),
     Dict(Vec<(V, V)>, u16, u32),
 }
 
 const NO_MEMO: u32 = u32::MAX;
 
-#[repr(C, u64)]
-enum Memo<V> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemoState {
     Empty,
-    /// A container still open at this stack index.
-    Open(usize),
-    /// Another index for the same open container (memoized twice).
-    Alias(u32),
-    Ready(V, u16),
+    /// A container still open at stack index `aux`.
+    Open,
+    /// Another index for the same open container (memoized twice); `aux` is the first index.
+    Alias,
+    /// A finished value of depth `aux`.
+    Ready,
+}
+
+/// One memo slot: 16 bytes with an 8-byte value. `value` is a placeholder unless `state` is
+/// [`MemoState::Ready`].
+#[derive(Clone)]
+struct MemoEntry<V> {
+    value: V,
+    aux: u32,
+    state: MemoState,
+}
+
+/// Memo slots per [`MemoChunk`].
+const MEMO_CHUNK: usize = 1024;
+
+/// A chunk of memo slots: listed, or (while its slots so far hold one run of values, see
+/// [`Build::run_value`]) only the run's first value, depth and length.
+enum MemoChunk<V> {
+    Run { first: V, depth: u16, len: u32 },
+    Slots(Vec<MemoEntry<V>>),
+}
+
+/// The memo, in chunks of [`MEMO_CHUNK`] slots.
+struct Memo<V> {
+    chunks: Vec<MemoChunk<V>>,
+    /// One past the highest slot stored.
+    len: usize,
+    /// The value of slots that hold none.
+    placeholder: V,
+}
+
+impl<V: Clone + PartialEq> Memo<V> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Slot `index`, unless it is empty.
+    #[inline]
+    fn get<B: Build<Value = V>>(&self, index: usize, builder: &B) -> Option<MemoEntry<V>> {
+        match self.chunks.get(index / MEMO_CHUNK)? {
+            MemoChunk::Slots(slots) => slots
+                .get(index % MEMO_CHUNK)
+                .filter(|m| m.state != MemoState::Empty)
+                .cloned(),
+            MemoChunk::Run { first, depth, len } => {
+                let offset = (index % MEMO_CHUNK) as u32;
+                (offset < *len).then(|| MemoEntry {
+                    value: builder
+                        .run_value(first, offset)
+                        .expect("a run's values exist"),
+                    aux: (*depth).into(),
+                    state: MemoState::Ready,
+                })
+            }
+        }
+    }
+
+    /// Stores `entry` at slot `index` (the caller checked the limits).
+    #[inline]
+    fn set<B: Build<Value = V>>(&mut self, index: usize, entry: MemoEntry<V>, builder: &B) {
+        let (c, offset) = (index / MEMO_CHUNK, index % MEMO_CHUNK);
+        let ready = entry.state == MemoState::Ready;
+        if index == self.len && offset == 0 && c == self.chunks.len() {
+            self.len += 1;
+            let runs = ready && builder.run_value(&entry.value, 0).as_ref() == Some(&entry.value);
+            self.chunks.push(if runs {
+                MemoChunk::Run {
+                    first: entry.value,
+                    depth: entry.aux as u16,
+                    len: 1,
+                }
+            } else {
+                let mut slots = Vec::with_capacity(MEMO_CHUNK);
+                slots.push(entry);
+                MemoChunk::Slots(slots)
+            });
+            return;
+        }
+        while self.chunks.len() <= c {
+            self.chunks.push(MemoChunk::Slots(Vec::new()));
+        }
+        if let MemoChunk::Run { first, depth, len } = &mut self.chunks[c] {
+            if index == self.len
+                && offset == *len as usize
+                && ready
+                && entry.aux == u32::from(*depth)
+                && builder.run_value(first, *len).as_ref() == Some(&entry.value)
+            {
+                *len += 1;
+                self.len += 1;
+                return;
+            }
+            // Anything else in the chunk: list its slots.
+            let slots = (0..*len)
+                .map(|k| MemoEntry {
+                    value: builder.run_value(first, k).expect("a run's values exist"),
+                    aux: u32::from(*depth),
+                    state: MemoState::Ready,
+                })
+                .collect();
+            self.chunks[c] = MemoChunk::Slots(slots);
+        }
+        let MemoChunk::Slots(slots) = &mut self.chunks[c] else {
+            unreachable!("listed above")
+        };
+        if slots.len() <= offset {
+            let placeholder = &self.placeholder;
+            slots.resize_with(offset + 1, || MemoEntry {
+                value: placeholder.clone(),
+                aux: 0,
+                state: MemoState::Empty,
+            });
+        }
+        slots[offset] = entry;
+        self.len = self.len.max(index + 1);
+    }
 }
 
 /// The machine's error: boxed, so that every `Result` on the hot path is one register.
@@ -430,10 +668,14 @@ type Fail = Box<PickleError>;
 struct Machine<'b, R, B: Build> {
     input: Input<R>,
     builder: &'b mut B,
-    stack: Vec<Slot<B::Value>>,
+    /// Stands in for the value of memo slots that hold none.
+    placeholder: B::Value,
+    stack: Vec<Slot<B::Value, B::List>>,
     /// Stack indices of the `MARK` slots, innermost last.
     marks: Vec<usize>,
-    memo: Vec<Memo<B::Value>>,
+    memo: Memo<B::Value>,
+    /// The items of the flat dict being read by [`Machine::flat_dict`], reused.
+    scratch: Vec<(B::Value, B::Value)>,
     /// Byte offset and code of the opcode being run; errors name them.
     offset: u64,
     code: u8,
@@ -468,8 +710,10 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     return Ok(value);
                 }
                 b'(' => {
-                    self.marks.push(self.stack.len());
-                    self.push(Slot::Mark)?;
+                    if !self.flat_batch()? {
+                        self.marks.push(self.stack.len());
+                        self.push(Slot::Mark)?;
+                    }
                 }
                 b'0' => match self.stack.last() {
                     None => return Err(self.malformed("stack is empty")),
@@ -557,7 +801,8 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     self.push_value(v)?;
                 }
                 b')' => {
-                    let v = self.builder.tuple(Vec::new());
+                    let list = self.builder.new_list();
+                    let v = self.finish_list(list, true)?;
                     self.push_value(v)?;
                 }
                 0x85..=0x87 => {
@@ -573,25 +818,32 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                         items.push(v);
                     }
                     items.reverse();
-                    let v = self.builder.tuple(items);
+                    let list = self.list_of(items)?;
+                    let v = self.finish_list(list, true)?;
                     self.push_nested(v, depth)?;
                 }
-                b't' => {
+                b't' | 0x91 => {
                     let (items, depth) = self.pop_mark()?;
-                    let v = self.builder.tuple(items);
+                    let list = self.list_of(items)?;
+                    let v = self.finish_list(list, code == b't')?;
                     self.push_nested(v, depth)?;
                 }
-                0x91 => {
-                    let (items, depth) = self.pop_mark()?;
-                    let v = self.builder.list(items);
-                    self.push_nested(v, depth)?;
+                b']' | 0x8f => {
+                    let list = self.builder.new_list();
+                    self.push(Slot::List(list, 1, NO_MEMO))?;
                 }
-                b']' | 0x8f => self.push(Slot::List(Vec::new(), 1, NO_MEMO))?,
-                b'}' => self.push(Slot::Dict(Vec::new(), 1, NO_MEMO))?,
+                b'}' => {
+                    self.close_open_sibling()?;
+                    match self.flat_dict(0)? {
+                        Some((v, depth)) => self.push(Slot::Value(v, depth))?,
+                        None => self.push(Slot::Dict(Vec::new(), 1, NO_MEMO))?,
+                    }
+                }
                 b'l' => {
                     let (items, depth) = self.pop_mark()?;
                     let depth = self.nested_depth(depth)?;
-                    self.push(Slot::List(items, depth, NO_MEMO))?;
+                    let list = self.list_of(items)?;
+                    self.push(Slot::List(list, depth, NO_MEMO))?;
                 }
                 b'd' => {
                     let (items, depth) = self.pop_mark()?;
@@ -646,6 +898,221 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                 _ => return Err(self.unsupported()),
             }
         }
+    }
+
+    /// Reads a flat dict (`}`, an optional memo put, `MARK`, scalar and memo-reference items,
+    /// `SETITEMS`) straight from the buffer, as every trace entry and frame is written, and
+    /// returns it finished with its depth. The buffer holds the dict from `lead` bytes on (the
+    /// `}` itself is at `lead - 1` or already consumed). `None` (nothing consumed) when the dict
+    /// is not flat, is longer than [`FLAT_DICT_WINDOW`], writes to the memo inside, or could
+    /// take a second batch of items: the general path then reads it, and reports whatever is
+    /// wrong with it.
+    #[inline]
+    fn flat_dict(&mut self, lead: usize) -> Result<Option<(B::Value, u16)>, Fail> {
+        let memo_len = self.memo.len();
+        let w = self.input.window(FLAT_DICT_WINDOW);
+        let w = w.get(lead..).unwrap_or(&[]);
+        let (put, mut i) = match w.first() {
+            Some(0x94) => (Some(memo_len), 1),
+            Some(b'q') if w.len() > 1 => (Some(usize::from(w[1])), 2),
+            Some(b'r') if w.len() > 4 => (Some(u32_at(w, 1) as usize), 5),
+            _ => (None, 0),
+        };
+        if w.get(i) != Some(&b'(') {
+            return Ok(None);
+        }
+        i += 1;
+        if put.is_some_and(|index| index >= MAX_MEMO || index > memo_len + MAX_MEMO_GAP) {
+            return Ok(None);
+        }
+        self.scratch.clear();
+        let mut key = None;
+        let mut depth = 0;
+        loop {
+            let Some(&op) = w.get(i) else {
+                return Ok(None);
+            };
+            // A frame boundary may fall between any two opcodes; its length is only a hint.
+            if op == 0x95 && w.len() > i + 8 {
+                i += 9;
+                continue;
+            }
+            let (value, len) = match op {
+                b'u' => break,
+                b'h' | b'j' => {
+                    let (index, len) = if op == b'h' {
+                        match w.get(i + 1) {
+                            Some(&b) => (usize::from(b), 2),
+                            None => return Ok(None),
+                        }
+                    } else if w.len() > i + 4 {
+                        (u32_at(w, i + 1) as usize, 5)
+                    } else {
+                        return Ok(None);
+                    };
+                    match self.memo.get(index, &*self.builder) {
+                        Some(m) if m.state == MemoState::Ready => {
+                            depth = depth.max(m.aux as u16);
+                            (m.value, len)
+                        }
+                        _ => return Ok(None),
+                    }
+                }
+                b'K' => match w.get(i + 1) {
+                    Some(&b) => (self.builder.int(b.into()), 2),
+                    None => return Ok(None),
+                },
+                b'M' if w.len() > i + 2 => {
+                    let v = u16::from_le_bytes([w[i + 1], w[i + 2]]);
+                    (self.builder.int(v.into()), 3)
+                }
+                b'J' if w.len() > i + 4 => {
+                    (self.builder.int(i64::from(u32_at(w, i + 1) as i32)), 5)
+                }
+                0x8a => {
+                    let Some(&n) = w.get(i + 1) else {
+                        return Ok(None);
+                    };
+                    let n = usize::from(n);
+                    match w.get(i + 2..i + 2 + n) {
+                        Some(bytes) if n <= 8 => match decode_long(bytes) {
+                            Ok(v) => (self.builder.int(v), 2 + n),
+                            Err(_) => return Ok(None),
+                        },
+                        _ => return Ok(None),
+                    }
+                }
+                b'N' => (self.builder.none(), 1),
+                0x88 | 0x89 => (self.builder.bool(op == 0x88), 1),
+                b'G' => match w.get(i + 1..i + 9) {
+                    Some(b) => (
+                        self.builder
+                            .float(f64::from_be_bytes(b.try_into().expect("8 bytes"))),
+                        9,
+                    ),
+                    None => return Ok(None),
+                },
+                0x8c => {
+                    let Some(&n) = w.get(i + 1) else {
+                        return Ok(None);
+                    };
+                    let end = i + 2 + usize::from(n);
+                    // A string memoized here changes the memo: the general path does that.
+                    match (w.get(i + 2..end), w.get(end)) {
+                        (Some(bytes), Some(next)) if !matches!(next, 0x94 | b'q' | b'r') => {
+                            match std::str::from_utf8(bytes) {
+                                Ok(s) => (self.builder.str(s), end - i),
+                                Err(_) => return Ok(None),
+                            }
+                        }
+                        _ => return Ok(None),
+                    }
+                }
+                _ => return Ok(None),
+            };
+            i += len;
+            match key.take() {
+                None => key = Some(value),
+                Some(k) => self.scratch.push((k, value)),
+            }
+        }
+        // An odd item, a full batch (pickle writes at most 1000 pairs per SETITEMS, so another
+        // may follow) or a MARK after it: the general path decides.
+        if key.is_some() || self.scratch.len() >= 1000 || w.get(i + 1) == Some(&b'(') {
+            return Ok(None);
+        }
+        let depth = depth + 1;
+        if depth > MAX_DEPTH {
+            return Ok(None);
+        }
+        self.input.pos += lead + i + 1;
+        let value = match self.builder.dict(&mut self.scratch) {
+            Ok(v) => v,
+            Err(reason) => return Err(self.limit(reason)),
+        };
+        self.scratch.clear();
+        if let Some(index) = put {
+            self.memo_set(
+                index,
+                MemoEntry {
+                    value: value.clone(),
+                    aux: depth.into(),
+                    state: MemoState::Ready,
+                },
+            );
+        }
+        Ok(Some((value, depth)))
+    }
+
+    /// Closes the dict on top of the stack when a dict follows it: a dict about to receive a
+    /// value would have its key on top, so this one is a finished sibling. The builder then
+    /// gets dicts in the order they were written even when the flat ones after it are read at
+    /// once (records are numbered in that order). Only a pickle that pops the later dict to
+    /// add to this one again could tell, and no pickler writes one.
+    #[inline]
+    fn close_open_sibling(&mut self) -> Result<(), Fail> {
+        if self.items_above_mark() > 0
+            && let Some(top) = self.stack.last_mut()
+            && matches!(top, Slot::Dict(..))
+            && let Err(why) = close_in_place(self.builder, &mut self.memo, top)
+        {
+            return Err(self.close_failed(why));
+        }
+        Ok(())
+    }
+
+    /// At a `MARK` right above an open list: appends the flat dicts that follow straight to
+    /// the list, as `APPENDS` would (a trace is batches of 1000 of them), without the stack.
+    /// At the first item that is not a flat dict the mark is pushed and the general path goes
+    /// on from there; `false` (nothing done) when this is no such batch.
+    #[inline]
+    fn flat_batch(&mut self) -> Result<bool, Fail> {
+        if self.items_above_mark() == 0
+            || !matches!(self.stack.last(), Some(Slot::List(..)))
+            || self.input.window(1).first() != Some(&b'}')
+        {
+            return Ok(false);
+        }
+        let Some(Slot::List(mut list, mut depth, id)) = self.stack.pop() else {
+            unreachable!("checked above")
+        };
+        let mark_offset = self.offset;
+        let done = loop {
+            match self.input.window(1).first().copied() {
+                Some(b'}') => {
+                    self.offset = self.input.offset();
+                    self.code = b'}';
+                    match self.flat_dict(1) {
+                        Ok(Some((v, d))) => {
+                            depth = depth.max(d + 1);
+                            if let Err(reason) = self.builder.push(&mut list, v) {
+                                break Err(self.limit(reason));
+                            }
+                        }
+                        Ok(None) => break Ok(false),
+                        Err(e) => break Err(e),
+                    }
+                }
+                Some(b'e') => {
+                    self.input.pos += 1;
+                    break Ok(true);
+                }
+                Some(0x95) if self.input.window(9).len() >= 9 => self.input.pos += 9,
+                _ => break Ok(false),
+            }
+        };
+        self.stack.push(Slot::List(list, depth, id));
+        if depth > MAX_DEPTH {
+            return Err(self.too_deep());
+        }
+        if !done? {
+            // The rest of the batch takes the general path, after the mark it started with.
+            self.offset = mark_offset;
+            self.code = b'(';
+            self.marks.push(self.stack.len());
+            self.push(Slot::Mark)?;
+        }
+        Ok(true)
     }
 
     /// The name of the opcode being run (computed only for errors).
@@ -736,6 +1203,10 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     fn load(&mut self, n: u64) -> Result<(), Fail> {
         if self.input.load(n) {
             Ok(())
+        } else if self.input.too_long {
+            Err(self.limit(format!(
+                "a string, bytes or int of {n} bytes, more than the {MAX_BYTES} read"
+            )))
         } else {
             Err(self.input_failed(None))
         }
@@ -757,7 +1228,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     }
 
     #[inline(always)]
-    fn push(&mut self, slot: Slot<B::Value>) -> Result<(), Fail> {
+    fn push(&mut self, slot: Slot<B::Value, B::List>) -> Result<(), Fail> {
         if self.stack.len() >= MAX_STACK {
             return Err(self.limit(format!("more than {MAX_STACK} items on the stack")));
         }
@@ -783,6 +1254,23 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         self.push(Slot::Value(v, depth))
     }
 
+    /// A builder list holding `items`.
+    fn list_of(&mut self, items: Vec<B::Value>) -> Result<B::List, Fail> {
+        let mut list = self.builder.new_list();
+        for item in items {
+            if let Err(reason) = self.builder.push(&mut list, item) {
+                return Err(self.limit(reason));
+            }
+        }
+        Ok(list)
+    }
+
+    fn finish_list(&mut self, list: B::List, tuple: bool) -> Result<B::Value, Fail> {
+        self.builder
+            .list(list, tuple)
+            .map_err(|reason| self.limit(reason))
+    }
+
     #[inline(always)]
     fn items_above_mark(&self) -> usize {
         self.stack.len() - self.marks.last().map_or(0, |m| m + 1)
@@ -790,13 +1278,22 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
 
     /// Closes a slot: an open container goes to the builder and its memo slot becomes ready.
     #[inline(always)]
-    fn close(&mut self, slot: Slot<B::Value>) -> Result<(B::Value, u16), Fail> {
+    fn close(&mut self, slot: Slot<B::Value, B::List>) -> Result<(B::Value, u16), Fail> {
         match slot {
             Slot::Value(v, depth) => Ok((v, depth)),
             slot => match close_container(self.builder, &mut self.memo, slot) {
-                Some(done) => Ok(done),
-                None => Err(self.found_mark()),
+                Ok(done) => Ok(done),
+                Err(why) => Err(self.close_failed(why)),
             },
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn close_failed(&self, why: CloseError) -> Fail {
+        match why {
+            CloseError::Mark => self.found_mark(),
+            CloseError::Build(reason) => self.limit(reason),
         }
     }
 
@@ -822,14 +1319,14 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         };
         let mut items = Vec::with_capacity(self.stack.len() - mark - 1);
         let mut depth = 0;
-        let mut failed = false;
+        let mut failed = None;
         for slot in self.stack.drain(mark + 1..) {
             let (v, d) = match slot {
                 Slot::Value(v, d) => (v, d),
                 slot => match close_container(self.builder, &mut self.memo, slot) {
-                    Some(done) => done,
-                    None => {
-                        failed = true;
+                    Ok(done) => done,
+                    Err(why) => {
+                        failed = Some(why);
                         break;
                     }
                 },
@@ -837,8 +1334,8 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             depth = depth.max(d);
             items.push(v);
         }
-        if failed {
-            return Err(self.found_mark());
+        if let Some(why) = failed {
+            return Err(self.close_failed(why));
         }
         self.stack.pop();
         Ok((items, depth))
@@ -870,7 +1367,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
 
     /// Moves `stack[from..]` into `target`; `Err` says why not (see [`Machine::fill_failed`]).
     #[inline(always)]
-    fn fill(&mut self, target: &mut Slot<B::Value>, from: usize) -> Result<(), FillError> {
+    fn fill(&mut self, target: &mut Slot<B::Value, B::List>, from: usize) -> Result<(), FillError> {
         let is_dict = matches!(target, Slot::Dict(..));
         let (Slot::List(_, depth, _) | Slot::Dict(_, depth, _)) = target else {
             return Err(FillError::NotAContainer);
@@ -883,7 +1380,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         let mut deepest = 0;
         for slot in &mut self.stack[from..] {
             if !matches!(slot, Slot::Value(..)) {
-                close_in_place(self.builder, &mut self.memo, slot).ok_or(FillError::Mark)?;
+                close_in_place(self.builder, &mut self.memo, slot)?;
             }
             let Slot::Value(_, d) = slot else {
                 unreachable!("closed above")
@@ -897,10 +1394,9 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
         let mut slots = self.stack.drain(from..);
         match target {
             Slot::List(list, _, _) => {
-                list.reserve(slots.len());
                 for slot in slots {
                     if let Slot::Value(v, _) = slot {
-                        list.push(v);
+                        self.builder.push(list, v).map_err(FillError::Build)?;
                     }
                 }
             }
@@ -927,15 +1423,22 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             FillError::NotAContainer => self.malformed(
                 "target is not a list, set or dict being built (or is already referenced, as in a self-referencing structure)",
             ),
+            FillError::Build(reason) => self.limit(reason),
         }
     }
 
     /// The top slot, unless it is a mark (a mark's slot is never a target).
-    fn open_top(&mut self) -> Option<&mut Slot<B::Value>> {
+    fn open_top(&mut self) -> Option<&mut Slot<B::Value, B::List>> {
         if self.items_above_mark() == 0 {
             return None;
         }
         self.stack.last_mut()
+    }
+
+    /// Stores `entry` at memo `index` (checked by the caller), growing the memo as needed.
+    #[inline]
+    fn memo_set(&mut self, index: usize, entry: MemoEntry<B::Value>) {
+        self.memo.set(index, entry, &*self.builder);
     }
 
     #[inline]
@@ -947,35 +1450,42 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             )));
         }
         let at = self.stack.len().saturating_sub(1);
+        let placeholder = self.placeholder.clone();
         let entry = match self.open_top() {
             None => return Err(self.malformed("nothing to memoize")),
-            Some(Slot::Value(v, depth)) => Memo::Ready(v.clone(), *depth),
+            Some(Slot::Value(v, depth)) => MemoEntry {
+                value: v.clone(),
+                aux: (*depth).into(),
+                state: MemoState::Ready,
+            },
             Some(Slot::List(_, _, id) | Slot::Dict(_, _, id)) => {
                 if *id == NO_MEMO || *id as usize == index {
                     *id = index as u32;
-                    Memo::Open(at)
+                    MemoEntry {
+                        value: placeholder,
+                        aux: at as u32,
+                        state: MemoState::Open,
+                    }
                 } else {
-                    Memo::Alias(*id)
+                    MemoEntry {
+                        value: placeholder,
+                        aux: *id,
+                        state: MemoState::Alias,
+                    }
                 }
             }
             Some(Slot::Mark) => unreachable!("open_top never returns a mark"),
         };
-        if index == self.memo.len() {
-            self.memo.push(entry);
-        } else {
-            if index > self.memo.len() {
-                self.memo.resize_with(index + 1, || Memo::Empty);
-            }
-            self.memo[index] = entry;
-        }
+        self.memo_set(index, entry);
         Ok(())
     }
 
     #[inline]
     fn memo_get(&mut self, index: usize) -> Result<(), Fail> {
-        if let Some(Memo::Ready(v, depth)) = self.memo.get(index) {
-            let slot = Slot::Value(v.clone(), *depth);
-            return self.push(slot);
+        if let Some(m) = self.memo.get(index, &*self.builder)
+            && m.state == MemoState::Ready
+        {
+            return self.push(Slot::Value(m.value, m.aux as u16));
         }
         self.memo_get_slow(index)
     }
@@ -983,28 +1493,31 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     /// [`Machine::memo_get`] of an alias, of a container still open, or of nothing.
     #[inline(never)]
     fn memo_get_slow(&mut self, index: usize) -> Result<(), Fail> {
-        let index = match self.memo.get(index) {
-            Some(&Memo::Alias(first)) => first as usize,
+        let index = match self.memo.get(index, &*self.builder) {
+            Some(m) if m.state == MemoState::Alias => m.aux as usize,
             _ => index,
         };
-        if let Some(&Memo::Open(at)) = self.memo.get(index)
-            && matches!(self.stack.get(at), Some(Slot::List(..) | Slot::Dict(..)))
+        if let Some(m) = self.memo.get(index, &*self.builder)
+            && m.state == MemoState::Open
         {
-            // Close the container where it stands; it can no longer receive items.
-            let open = std::mem::replace(&mut self.stack[at], Slot::Mark);
-            let (v, depth) = self.close(open)?;
-            self.stack[at] = Slot::Value(v, depth);
+            let at = m.aux as usize;
+            if matches!(self.stack.get(at), Some(Slot::List(..) | Slot::Dict(..))) {
+                // Close the container where it stands; it can no longer receive items.
+                let open = std::mem::replace(&mut self.stack[at], Slot::Mark);
+                let (v, depth) = self.close(open)?;
+                self.stack[at] = Slot::Value(v, depth);
+            }
         }
-        let slot = match self.memo.get(index) {
-            Some(Memo::Ready(v, depth)) => Slot::Value(v.clone(), *depth),
+        let slot = match self.memo.get(index, &*self.builder) {
+            Some(m) if m.state == MemoState::Ready => Slot::Value(m.value, m.aux as u16),
             // Only reachable when one memo index was stored over and over for different
             // containers; no pickler does that.
-            Some(Memo::Open(_) | Memo::Alias(_)) => {
+            Some(m) if m.state != MemoState::Empty => {
                 return Err(self.malformed(format!(
                     "memo index {index} was overwritten while its container was being built"
                 )));
             }
-            Some(Memo::Empty) | None => {
+            _ => {
                 return Err(self.malformed(format!(
                     "memo index {index} was never stored ({} entries)",
                     self.memo.len()
@@ -1015,45 +1528,73 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     }
 }
 
+/// The little-endian `u32` at `at` (the caller checked the length).
+#[inline(always)]
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
 /// Why [`Machine::fill`] stopped.
 enum FillError {
     Mark,
     TooDeep,
     Odd,
     NotAContainer,
+    Build(String),
 }
 
-/// [`close_container`] where the slot stands: it becomes a [`Slot::Value`]; `None` for a mark.
+/// Why [`close_container`] could not close a slot.
+enum CloseError {
+    Mark,
+    Build(String),
+}
+
+impl From<CloseError> for FillError {
+    fn from(why: CloseError) -> Self {
+        match why {
+            CloseError::Mark => FillError::Mark,
+            CloseError::Build(reason) => FillError::Build(reason),
+        }
+    }
+}
+
+/// [`close_container`] where the slot stands: it becomes a [`Slot::Value`].
 #[inline(never)]
 fn close_in_place<B: Build>(
     builder: &mut B,
-    memo: &mut [Memo<B::Value>],
-    slot: &mut Slot<B::Value>,
-) -> Option<()> {
+    memo: &mut Memo<B::Value>,
+    slot: &mut Slot<B::Value, B::List>,
+) -> Result<(), CloseError> {
     let open = std::mem::replace(slot, Slot::Mark);
     let (v, depth) = close_container(builder, memo, open)?;
     *slot = Slot::Value(v, depth);
-    Some(())
+    Ok(())
 }
 
-/// Hands an open container to the builder and makes its memo slot ready; `None` for a mark.
+/// Hands an open container to the builder and makes its memo slot ready.
 /// A free function so it can run while the stack is being drained.
 #[inline]
 fn close_container<B: Build>(
     builder: &mut B,
-    memo: &mut [Memo<B::Value>],
-    slot: Slot<B::Value>,
-) -> Option<(B::Value, u16)> {
+    memo: &mut Memo<B::Value>,
+    slot: Slot<B::Value, B::List>,
+) -> Result<(B::Value, u16), CloseError> {
     let (value, depth, id) = match slot {
-        Slot::Value(v, depth) => return Some((v, depth)),
-        Slot::Mark => return None,
-        Slot::List(items, depth, id) => (builder.list(items), depth, id),
-        Slot::Dict(items, depth, id) => (builder.dict(items), depth, id),
+        Slot::Value(v, depth) => return Ok((v, depth)),
+        Slot::Mark => return Err(CloseError::Mark),
+        Slot::List(list, depth, id) => (builder.list(list, false), depth, id),
+        Slot::Dict(mut items, depth, id) => (builder.dict(&mut items), depth, id),
     };
+    let value = value.map_err(CloseError::Build)?;
     if id != NO_MEMO {
-        memo[id as usize] = Memo::Ready(value.clone(), depth);
+        let entry = MemoEntry {
+            value: value.clone(),
+            aux: depth.into(),
+            state: MemoState::Ready,
+        };
+        memo.set(id as usize, entry, builder);
     }
-    Some((value, depth))
+    Ok((value, depth))
 }
 
 fn pairs<V>(items: Vec<V>) -> Option<Vec<(V, V)>> {
@@ -1205,6 +1746,20 @@ mod tests {
             panic!("expected a string")
         };
         assert_eq!(text.len(), n);
+    }
+
+    #[test]
+    fn a_string_past_the_limit_is_refused_not_read_whole() {
+        let n = MAX_BYTES + 10;
+        let mut bytes = b"\x80\x04\x8d".to_vec();
+        bytes.extend_from_slice(&(n as u64).to_le_bytes());
+        bytes.extend(std::iter::repeat_n(b'z', n));
+        bytes.push(b'.');
+        let e = parse(&bytes).unwrap_err().to_string();
+        assert!(
+            e.starts_with("pickle exceeds a limit: BINUNICODE8 at byte 2: a string, bytes or int of 16777226 bytes"),
+            "{e}"
+        );
     }
 
     #[test]

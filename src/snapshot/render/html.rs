@@ -1,23 +1,28 @@
 //! `memprints snapshot` and `memprints snapshot diff` as one self-contained HTML page each:
-//! per device a summary, the timeline of allocated memory, the OOMs and the stacks live at the
-//! peak (each unfolding to its example stack).
+//! per device a summary, the interactive timeline of allocated and reserved memory
+//! ([`crate::present::timeline`]), the OOMs and the stacks live at the peak (each unfolding to
+//! its whole stack, the frame it is grouped by in bold).
 //!
 //! Contract: the pages are [`Layout::Compact`]; every text from the file is escaped; a device
-//! whose trace has fewer than two points gets a note instead of a timeline.
+//! whose trace has no events gets a note instead of a timeline, and so does a report loaded
+//! without timelines.
 
 use std::fmt::Write as _;
 
-use super::{diff_table, rank_table, time};
+use serde::Serialize;
+
+use super::{diff_table, duration, oom_time, peak_time, rank_table};
 use crate::present::escape;
 use crate::present::html::{self, Layout};
 use crate::present::numbers::{bytes, signed_bytes};
-use crate::present::svg::{self, Mark, Timeline};
 use crate::present::table::Table;
+use crate::present::timeline::{self as chart, Chart};
 use crate::snapshot::analyze::DeviceReport;
 use crate::snapshot::diff::SnapshotDiff;
+use crate::snapshot::timeline::{DeviceTimeline, Overview};
 use crate::snapshot::{FailedInput, SnapshotReport};
 
-/// The HTML report: per snapshot a summary, the SVG timeline, the top stacks and the OOMs.
+/// The HTML report: per snapshot a summary, the timeline, the top stacks and the OOMs.
 pub fn report(reports: &[SnapshotReport], errors: &[FailedInput], top: usize) -> String {
     let mut body = String::from("<h1>GPU memory snapshots</h1>");
     if reports.len() > 1 {
@@ -31,41 +36,67 @@ pub fn report(reports: &[SnapshotReport], errors: &[FailedInput], top: usize) ->
             escape::html(&e.error)
         );
     }
-    for r in reports {
+    let mut charts = 0;
+    for (k, r) in reports.iter().enumerate() {
         let rank = r.rank.map_or_else(String::new, |k| format!(" (rank {k})"));
         let _ = write!(
             body,
             "<h2><code>{}</code>{rank}</h2>",
             escape::html(&r.path)
         );
-        for d in &r.devices {
-            device(&mut body, d, top);
+        for (j, d) in r.devices.iter().enumerate() {
+            let id = format!("timeline-{k}-{}", d.device);
+            charts += usize::from(device(&mut body, d, r.timelines.get(j), &id, top));
         }
+    }
+    if charts > 0 {
+        body.push_str(chart::ASSETS);
     }
     html::page(Layout::Compact, "memprints snapshot", &body)
 }
 
-fn device(body: &mut String, d: &DeviceReport, top: usize) {
+/// Writes one device's section; `true` when it holds a chart.
+fn device(
+    body: &mut String,
+    d: &DeviceReport,
+    timeline: Option<&DeviceTimeline>,
+    id: &str,
+    top: usize,
+) -> bool {
     let _ = write!(
         body,
-        "<h3>Device {}</h3><p>Reserved {}, allocated {}, active {}, free (cached) {} in blocks up to {} (fragmentation {:.0}%).<br>Peak allocated <strong>{}</strong> at {} · {} trace events · {} live before the trace began.</p>",
+        "<h3>Device {}</h3><p>Peak allocated <strong>{}</strong> at {}; there active {}, reserved {} · {} trace events · {} live before the trace began.<br>At the end: reserved {}, allocated {}, active {}; free (cached) {}: <strong>{}</strong> stranded in {} partly used segments ({:.0}% of them), {} in {} empty segments (released before an OOM).</p>",
         d.device,
+        bytes(d.peak_allocated_bytes),
+        escape::html(&peak_time(d)),
+        bytes(d.peak_active_bytes),
+        bytes(d.peak_reserved_bytes),
+        d.events,
+        bytes(d.live_before_trace_bytes),
         bytes(d.reserved_bytes),
         bytes(d.allocated_bytes),
         bytes(d.active_bytes),
         bytes(d.free_bytes),
-        bytes(d.largest_free_block_bytes),
+        bytes(d.stranded_free_bytes),
+        d.segments - d.empty_segments,
         d.fragmentation * 100.0,
-        bytes(d.peak_allocated_bytes),
-        escape::html(&time(d.peak_time_us)),
-        d.events,
-        bytes(d.live_before_trace_bytes)
+        bytes(d.empty_segment_bytes),
+        d.empty_segments,
     );
-    body.push_str(&timeline(d));
+    let charted = match timeline {
+        Some(t) if t.events > 0 => {
+            body.push_str(&timeline_chart(d, t, id));
+            true
+        }
+        _ => {
+            body.push_str("<p>(no trace events to plot)</p>");
+            false
+        }
+    };
     if !d.ooms.is_empty() {
         body.push_str("<h4>OOM events</h4>");
         let mut ooms = Table::new(&[
-            ("time_us", true),
+            ("at", true),
             ("requested", true),
             ("device free", true),
             ("allocated", true),
@@ -76,7 +107,7 @@ fn device(body: &mut String, d: &DeviceReport, top: usize) {
             .iter()
             .map(|o| {
                 vec![
-                    o.time_us.to_string(),
+                    oom_time(d, o.time_us),
                     bytes(o.requested_bytes),
                     bytes(o.device_free_bytes),
                     bytes(o.allocated_bytes),
@@ -94,52 +125,63 @@ fn device(body: &mut String, d: &DeviceReport, top: usize) {
         );
         body.push_str("<table><tr><th>bytes</th><th>count</th><th>frame</th></tr>");
         for g in d.peak_stacks.iter().take(top) {
+            let mut stack = String::new();
+            for (i, f) in g.stack.iter().enumerate() {
+                if Some(i) == g.key_frame {
+                    let _ = writeln!(stack, "<b>{}</b>", escape::html(f));
+                } else {
+                    let _ = writeln!(stack, "{}", escape::html(f));
+                }
+            }
             let _ = write!(
                 body,
                 "<tr><td>{}</td><td>{}</td><td><details><summary><code>{}</code></summary><pre>{}</pre></details></td></tr>",
                 bytes(g.bytes),
                 g.count,
                 escape::html(&g.frame),
-                escape::html(&g.stack.join("\n"))
+                stack.trim_end()
             );
         }
         body.push_str("</table>");
     }
+    charted
 }
 
-/// Allocated bytes over the trace, the peak marked in blue, OOMs in red.
-fn timeline(d: &DeviceReport) -> String {
-    if d.timeline.len() < 2 {
-        return "<p>(no trace events to plot)</p>".into();
-    }
-    let x_of = |time_us: i64, index: usize| {
-        if d.time_axis {
-            time_us as f64
-        } else {
-            index as f64
-        }
+/// What the page's script reads before it unpacks the events (see `present/timeline.js`).
+#[derive(Serialize)]
+struct Meta<'a> {
+    events: usize,
+    has_times: bool,
+    span_us: u64,
+    span_label: String,
+    start_allocated: u64,
+    start_reserved: u64,
+    peak_event: Option<usize>,
+    peak_x_us: u64,
+    peak_label: String,
+    by_event: &'a Overview,
+    by_time: &'a Overview,
+}
+
+fn timeline_chart(d: &DeviceReport, t: &DeviceTimeline, id: &str) -> String {
+    let meta = Meta {
+        events: t.events,
+        has_times: t.has_times,
+        span_us: t.span_us,
+        span_label: duration(t.span_us as i64),
+        start_allocated: t.start_allocated,
+        start_reserved: t.start_reserved,
+        peak_event: t.peak_event,
+        peak_x_us: t.peak_x_us,
+        peak_label: bytes(d.peak_allocated_bytes),
+        by_event: &t.by_event,
+        by_time: &t.by_time,
     };
-    let peak = d.peak_event_index.map(|i| Mark {
-        // Without a peak time the dot sits at the start of the axis.
-        x: x_of(d.peak_time_us.unwrap_or(d.timeline[0].0), i),
-        title: format!("peak {}", bytes(d.peak_allocated_bytes)),
-    });
-    let ooms = d
-        .ooms
-        .iter()
-        .map(|o| Mark {
-            x: x_of(o.time_us, o.event_index),
-            title: format!("OOM: requested {}", bytes(o.requested_bytes)),
-        })
-        .collect();
-    let y_max_label = bytes(d.peak_allocated_bytes);
-    svg::timeline(&Timeline {
-        points: &d.timeline,
-        x_unit: if d.time_axis { "time_us" } else { "event" },
-        y_max: d.peak_allocated_bytes,
-        y_max_label: &y_max_label,
-        peak,
-        ooms,
+    chart::chart(&Chart {
+        id,
+        meta: &meta,
+        packed: &t.packed,
+        symbols: &t.symbols,
     })
 }
 

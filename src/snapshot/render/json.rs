@@ -15,7 +15,7 @@ use crate::snapshot::diff::SnapshotDiff;
 use crate::snapshot::{FailedInput, SnapshotReport};
 
 /// Bumped whenever the JSON changes incompatibly.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct JsonReport<'a> {
@@ -54,10 +54,18 @@ struct JsonDevice<'a> {
     requested_bytes: u64,
     free_bytes: u64,
     largest_free_block_bytes: u64,
+    stranded_free_bytes: u64,
+    empty_segments: usize,
+    empty_segment_bytes: u64,
     fragmentation: f64,
     peak_allocated_bytes: u64,
+    peak_active_bytes: u64,
+    peak_reserved_bytes: u64,
     peak_time_us: Option<i64>,
+    peak_since_start_us: Option<i64>,
     peak_event_index: Option<usize>,
+    trace_start_us: Option<i64>,
+    trace_end_us: Option<i64>,
     live_before_trace_bytes: u64,
     top_stacks: &'a [StackGroup],
     end_stacks: &'a [StackGroup],
@@ -75,10 +83,18 @@ fn json_device(d: &DeviceReport, top: usize) -> JsonDevice<'_> {
         requested_bytes: d.requested_bytes,
         free_bytes: d.free_bytes,
         largest_free_block_bytes: d.largest_free_block_bytes,
+        stranded_free_bytes: d.stranded_free_bytes,
+        empty_segments: d.empty_segments,
+        empty_segment_bytes: d.empty_segment_bytes,
         fragmentation: d.fragmentation,
         peak_allocated_bytes: d.peak_allocated_bytes,
+        peak_active_bytes: d.peak_active_bytes,
+        peak_reserved_bytes: d.peak_reserved_bytes,
         peak_time_us: d.peak_time_us,
+        peak_since_start_us: d.peak_since_start_us(),
         peak_event_index: d.peak_event_index,
+        trace_start_us: d.trace_start_us,
+        trace_end_us: d.trace_end_us,
         live_before_trace_bytes: d.live_before_trace_bytes,
         top_stacks: &d.peak_stacks[..top.min(d.peak_stacks.len())],
         end_stacks: &d.end_stacks[..top.min(d.end_stacks.len())],
@@ -121,7 +137,7 @@ pub fn report(reports: &[SnapshotReport], errors: &[FailedInput], top: usize) ->
     out
 }
 
-/// The JSON diff: `{"schema_version": 1, "diff": {...}}` with rows cut to `top`.
+/// The JSON diff: `{"schema_version": 2, "diff": {...}}` with rows cut to `top`.
 pub fn diff(d: &SnapshotDiff, top: usize) -> String {
     let mut d = d.clone();
     d.at_peak.truncate(top);

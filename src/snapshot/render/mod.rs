@@ -1,5 +1,6 @@
 //! Writes snapshot reports and diffs as text ([`text`]), JSON ([`json`], following
-//! `schema/snapshot.schema.json`) or a self-contained HTML page with an SVG timeline ([`html`]).
+//! `schema/snapshot.schema.json`) or a self-contained HTML page with an interactive timeline
+//! ([`html`]).
 //!
 //! Contract: each writer is pure (the same reports give the same string) and ends with a
 //! newline. The snapshot-level JSON fields are the primary device's (the one with the highest
@@ -13,22 +14,49 @@ pub mod json;
 pub mod text;
 
 use super::SnapshotReport;
+use super::analyze::DeviceReport;
 use super::diff::DiffRow;
 use crate::present::numbers::{bytes, signed_bytes};
 use crate::present::table::Table;
 
-/// A time from the trace, or `-` when the snapshot has none.
-fn time(t: Option<i64>) -> String {
-    t.map_or_else(|| "-".into(), |t| format!("time_us {t}"))
+/// The moment of a device's peak: time since the trace began, with the raw `time_us`, or `-`
+/// when the snapshot has no times.
+pub(super) fn peak_time(d: &DeviceReport) -> String {
+    match (d.peak_since_start_us(), d.peak_time_us) {
+        (Some(since), Some(raw)) => format!("{} into the trace (time_us {raw})", duration(since)),
+        (None, Some(raw)) if raw != 0 => format!("time_us {raw}"),
+        _ => "-".into(),
+    }
 }
 
-/// Per snapshot: its rank, peak, when, reserved bytes, OOMs and file.
+/// When an OOM happened: since the trace began, else its raw `time_us`.
+pub(super) fn oom_time(d: &DeviceReport, time_us: i64) -> String {
+    match d.trace_start_us {
+        Some(t0) => format!("{} into the trace", duration(time_us.saturating_sub(t0))),
+        None => format!("time_us {time_us}"),
+    }
+}
+
+/// A span of microseconds, readable: `35 µs`, `12.50 ms`, `8.319 s`.
+pub fn duration(us: i64) -> String {
+    let abs = us.unsigned_abs();
+    if abs < 1_000 {
+        format!("{us} µs")
+    } else if abs < 1_000_000 {
+        format!("{:.2} ms", us as f64 / 1e3)
+    } else {
+        format!("{:.3} s", us as f64 / 1e6)
+    }
+}
+
+/// Per snapshot: its rank, peak, when (since the trace began), reserved at the peak, OOMs and
+/// file.
 fn rank_table(reports: &[SnapshotReport]) -> Table {
     let mut table = Table::new(&[
         ("rank", true),
         ("peak", true),
         ("at", false),
-        ("reserved", true),
+        ("reserved at peak", true),
         ("OOMs", true),
         ("file", false),
     ]);
@@ -39,8 +67,8 @@ fn rank_table(reports: &[SnapshotReport]) -> Table {
             vec![
                 r.rank.map_or_else(|| "-".into(), |k| k.to_string()),
                 bytes(d.peak_allocated_bytes),
-                time(d.peak_time_us),
-                bytes(d.reserved_bytes),
+                d.peak_since_start_us().map_or_else(|| "-".into(), duration),
+                bytes(d.peak_reserved_bytes),
                 d.ooms.len().to_string(),
                 r.path.clone(),
             ]

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::{diff_table, rank_table, time};
+use super::{diff_table, oom_time, peak_time, rank_table};
 use crate::present::numbers::{bytes, signed_bytes};
 use crate::present::table::{Border, Table};
 use crate::snapshot::SnapshotReport;
@@ -36,31 +36,36 @@ pub fn report(reports: &[SnapshotReport], top: usize) -> String {
 fn device(out: &mut String, d: &DeviceReport, top: usize) {
     let _ = writeln!(
         out,
-        "device {}: reserved {}, allocated {}, active {}, free (cached) {} (largest block {}, fragmentation {:.0}%)",
+        "device {}: at the end reserved {}, allocated {}, active {}; free (cached) {}: {} stranded in {} partly used segments ({:.0}% of them), {} in {} empty segments (released before an OOM)",
         d.device,
         bytes(d.reserved_bytes),
         bytes(d.allocated_bytes),
         bytes(d.active_bytes),
         bytes(d.free_bytes),
-        bytes(d.largest_free_block_bytes),
-        d.fragmentation * 100.0
+        bytes(d.stranded_free_bytes),
+        d.segments - d.empty_segments,
+        d.fragmentation * 100.0,
+        bytes(d.empty_segment_bytes),
+        d.empty_segments
     );
     let at = match d.peak_event_index {
-        Some(i) => format!("{} (after event {i} of {})", time(d.peak_time_us), d.events),
+        Some(i) => format!("{} after event {i} of {}", peak_time(d), d.events),
         None if d.events == 0 => "the end (no trace: what segments hold)".into(),
         None => "before the first event".into(),
     };
     let _ = writeln!(
         out,
-        "peak allocated {} at {at}; {} live before the trace began",
+        "peak allocated {} at {at}; there active {}, reserved {}; {} live before the trace began",
         bytes(d.peak_allocated_bytes),
+        bytes(d.peak_active_bytes),
+        bytes(d.peak_reserved_bytes),
         bytes(d.live_before_trace_bytes)
     );
     for o in &d.ooms {
         let _ = writeln!(
             out,
-            "OOM at time_us {}: requested {}, device free {}, allocated {}, reserved {}",
-            o.time_us,
+            "OOM at {}: requested {}, device free {}, allocated {}, reserved {}",
+            oom_time(d, o.time_us),
             bytes(o.requested_bytes),
             bytes(o.device_free_bytes),
             bytes(o.allocated_bytes),
