@@ -12,9 +12,7 @@
 
 pub mod cli;
 pub mod codemod;
-#[allow(missing_docs)]
 pub mod compressed;
-#[allow(missing_docs)]
 pub mod diff;
 pub mod edit;
 pub mod error;
@@ -25,13 +23,10 @@ pub mod params;
 pub mod pithtrain;
 pub mod present;
 pub mod python;
-#[allow(missing_docs)]
 pub mod report;
 #[allow(missing_docs)]
 pub mod ruff;
-#[allow(missing_docs)]
 pub mod sample;
-#[allow(missing_docs)]
 pub mod snapshot;
 pub mod template;
 pub mod text;

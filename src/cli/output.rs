@@ -94,6 +94,12 @@ impl Output {
         }
     }
 
+    /// True when stdout is the process's own and a terminal (for `--color auto`).
+    pub fn stdout_is_terminal(&self) -> bool {
+        use std::io::IsTerminal;
+        matches!(&self.stdout, Sink::Stdout(s) if s.is_terminal())
+    }
+
     /// True once a reader closed stdout.
     pub fn stdout_closed(&self) -> bool {
         self.stdout_closed

@@ -1,22 +1,233 @@
-//! `memprints report`: a thin wrapper around [`crate::report::cli`], which keeps its arguments
-//! and `execute` for now. Here: `--out` is checked against the inputs first, and the exit code
-//! becomes an [`ExitStatus`]; a closed stdout it meets comes back as an error the dispatcher
-//! turns into a quiet success.
+//! `memprints report`: its arguments and [`run`], which reads the logs through
+//! [`crate::report::run_report`], renders the report and writes it to `--out` or through the
+//! one [`Output`].
+//!
+//! Contract: exit 0 on success (also when the logs hold no memory prints, which is noted on
+//! stderr, and when `--estimate` could not run the estimator, which the report notes);
+//! unreadable inputs, an `--out` that is one of the inputs and unwritable outputs are errors.
 
+use std::ffi::OsString;
 use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
 
 use super::args::check_out_not_input;
 use super::{ExitStatus, Output};
-pub use crate::report::cli::ReportArgs;
+use crate::estimate::{Overrides, Tolerance};
+use crate::report::estimate::EstimateOptions;
+use crate::report::render::{Format, render, write_json};
+use crate::report::{ReportOptions, run_report};
+
+/// Read the logs of an instrumented run and report where the GPU memory went.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    about = "Read the logs of an instrumented run and report where the GPU memory went",
+    long_about = "Read the logs of a PithTrain run instrumented with memory prints and report, \
+                  per rank, the setup phase, the checkpoint load, the pipeline timeline with its \
+                  peak, the detail layers (stage deltas, saved tensors, experts internals), and, \
+                  across ranks, the peaks and the imbalance between pipeline stages.\n\n\
+                  Logs may be one file per node with all ranks interleaved, carry srun/torchrun \
+                  prefixes, ANSI colours or CRLF, and be gzip- or zstd-compressed.",
+    after_help = "Examples:\n  memprints report logging/pretrain_lm/qwen3-30b-a3b_node0.log\n  \
+                  memprints report logging/pretrain_lm/ --rank 0 --rank 8\n  \
+                  memprints report run.log.zst --format html --out report.html\n  \
+                  memprints report run.log --estimate --repo ~/pith-train --world 64"
+)]
+pub struct ReportArgs {
+    /// Log files, or directories whose files are all read (gzip and zstd are detected).
+    #[arg(required = true, value_name = "LOG|DIR")]
+    pub inputs: Vec<PathBuf>,
+
+    /// Report only this global rank; repeat for several (default: every rank found).
+    #[arg(long = "rank", value_name = "N")]
+    pub ranks: Vec<u32>,
+
+    /// Output format. `json` follows schema/report.schema.json; `html` is one self-contained file.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Write the report to this file instead of stdout.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+
+    /// Memory snapshot pickles (or directories of them) to set beside the prints, besides those
+    /// the logs name in their "Memory snapshot saved to" lines.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub snapshots: Vec<PathBuf>,
+
+    /// Colour the text report: auto (a terminal and no NO_COLOR), always, never.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+
+    /// Run PithTrain's memory estimator (tools/memory_estimator, no torch) for each profiled pp
+    /// rank and set it beside the prints, event by event and component by component.
+    #[arg(long)]
+    pub estimate: bool,
+
+    /// The PithTrain checkout whose estimator runs (default: the checkout at or above the
+    /// current directory, else the tree the log's paths name).
+    #[arg(long, value_name = "DIR", requires = "estimate")]
+    pub repo: Option<PathBuf>,
+
+    /// The model's config.json (default: the log's `model=` setting, relative to the tree).
+    #[arg(long, value_name = "PATH", requires = "estimate")]
+    pub config: Option<PathBuf>,
+
+    /// Sequence length (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub seq_len: Option<u32>,
+
+    /// Micro-batch size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub micro_batch_size: Option<u32>,
+
+    /// Global batch size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub global_batch_size: Option<u32>,
+
+    /// Pipeline parallel size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub pp: Option<u32>,
+
+    /// Expert parallel size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub ep: Option<u32>,
+
+    /// Context parallel size (default: the log's config line).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub cp: Option<u32>,
+
+    /// GPUs in the run (default: pp × ep × cp, no data parallelism; the log does not say).
+    #[arg(long, value_name = "N", requires = "estimate")]
+    pub world: Option<u32>,
+
+    /// The Python 3 that runs the estimator.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "python3",
+        requires = "estimate"
+    )]
+    pub python: OsString,
+
+    /// Seconds the estimator may run before it is stopped.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 120,
+        requires = "estimate"
+    )]
+    pub estimate_timeout: u64,
+
+    /// When a figure counts as off: PCT percent of the measured figure, or MIB MiB if larger.
+    #[arg(
+        long,
+        value_name = "PCT[,MIB]",
+        default_value = "10,128",
+        value_parser = parse_tolerance,
+        requires = "estimate"
+    )]
+    pub tolerance: Tolerance,
+}
+
+/// `10`, `10%`, `10,128` or `10%,128MiB`: percent, then an optional floor in MiB.
+fn parse_tolerance(text: &str) -> Result<Tolerance, String> {
+    let (pct, mib) = match text.split_once(',') {
+        Some((pct, mib)) => (pct, Some(mib)),
+        None => (text, None),
+    };
+    let pct: f64 = pct
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{text}`: expected a percentage such as 10 or 10,128"))?;
+    let floor = match mib {
+        Some(mib) => mib
+            .trim()
+            .trim_end_matches("MiB")
+            .parse::<u32>()
+            .map_err(|_| format!("`{text}`: expected a whole number of MiB after the comma"))?,
+        None => 128,
+    };
+    if !(0.0..=1000.0).contains(&pct) {
+        return Err(format!(
+            "`{text}`: the percentage must be between 0 and 1000"
+        ));
+    }
+    Ok(Tolerance {
+        relative: pct / 100.0,
+        absolute_bytes: i64::from(floor) << 20,
+    })
+}
+
+/// When the text report uses colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty.
+    Auto,
+    /// Always colour.
+    Always,
+    /// Never colour.
+    Never,
+}
 
 /// Runs `report`.
 pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     if let Some(path) = &args.out {
         check_out_not_input(path, &args.inputs)?;
     }
-    out.flush()?;
-    Ok(match crate::report::cli::execute(args)? {
-        0 => ExitStatus::Success,
-        _ => ExitStatus::Failure,
-    })
+    let estimate = args.estimate.then(|| EstimateOptions {
+        repo: args.repo.clone(),
+        python: Some(args.python.clone()),
+        timeout: Duration::from_secs(args.estimate_timeout),
+        tolerance: args.tolerance,
+        overrides: Overrides {
+            config: args.config.clone(),
+            sequence_length: args.seq_len,
+            micro_batch_size: args.micro_batch_size,
+            global_batch_size: args.global_batch_size,
+            pp: args.pp,
+            ep: args.ep,
+            cp: args.cp,
+            world: args.world,
+        },
+    });
+    let opts = ReportOptions {
+        ranks: args.ranks.clone(),
+        snapshots: args.snapshots.clone(),
+        estimate,
+    };
+    let report = run_report(&args.inputs, &opts)?;
+    if report.stats.memory_lines == 0 {
+        out.note(format_args!(
+            "no memory prints ([rank=…]) found in {} line(s); was the run instrumented?",
+            report.stats.lines_read
+        ));
+    }
+    let color = match args.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            args.out.is_none()
+                && out.stdout_is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    };
+    let write = |sink: &mut dyn Write| -> std::io::Result<()> {
+        if args.format == Format::Json {
+            write_json(&report, sink)
+        } else {
+            sink.write_all(render(&report, args.format, color).as_bytes())?;
+            sink.flush()
+        }
+    };
+    match &args.out {
+        Some(path) => std::fs::File::create(path)
+            .and_then(|mut file| write(&mut file))
+            .with_context(|| format!("cannot write the report to {}", path.display()))?,
+        None => write(out)?,
+    }
+    Ok(ExitStatus::Success)
 }

@@ -9,13 +9,9 @@
 //! cross-rank imbalance) → [`joined`] (the prints beside PithTrain's step peaks and the memory
 //! snapshots) → [`estimate`] (PithTrain's estimator beside the prints, with `--estimate`) →
 //! [`render`] (text, markdown, JSON, HTML). [`run_report`] is the library entry
-//! point; [`cli`] holds the clap arguments of the subcommand.
+//! point; the subcommand's arguments live in `crate::cli::report`.
 
 pub mod builder;
-// A doc comment on a clap item is `--help` text: documenting the rest of `cli` changes the
-// help, which is for the CLI layer to decide.
-#[allow(missing_docs)]
-pub mod cli;
 pub mod estimate;
 pub mod inputs;
 pub mod joined;

@@ -12,13 +12,9 @@
 //! [`SnapshotReport`]; its [`SnapshotReport::primary`] device carries `peak_allocated_bytes`,
 //! `peak_reserved_bytes`, `peak_active_bytes`, `peak_time_us` and `peak_stacks` (largest
 //! first). This signature and those fields are kept stable for `report`. [`load_all`] reads
-//! many files on all cores; [`cli`] holds the clap arguments and `execute`.
+//! many files on all cores; the subcommand's arguments live in `crate::cli::snapshot`.
 
 pub mod analyze;
-// A doc comment on a clap item is `--help` text: documenting the rest of `cli` changes the
-// help, which is for the CLI layer to decide.
-#[allow(missing_docs)]
-pub mod cli;
 pub mod decode;
 pub mod diff;
 pub mod pickle;
