@@ -12,8 +12,10 @@ use serde_json::Value;
 
 const E2E: &str = "tests/data/e2e";
 
-/// The kept logs, the recorded estimate of the same settings, and the run's model config.
-const RUNS: [(&str, &str, &str); 3] = [
+/// The kept logs, the recorded estimate of the same settings, and the run's model config: the
+/// first GPU run's (`tests/data/e2e/`) and the second's, with default `add` arguments
+/// (`tests/data/e2e/defaults-pp1/`).
+const RUNS: [(&str, &str, &str); 7] = [
     (
         "qwen3-tiny-pp1-instr.log",
         "qwen3-tiny-pp1",
@@ -28,6 +30,26 @@ const RUNS: [(&str, &str, &str); 3] = [
         "dsv2-tiny-pp1-instr.log",
         "dsv2-tiny-pp1",
         "deepseek-v2-tiny.json",
+    ),
+    (
+        "defaults-pp1/qwen3-tiny-pp1-instr.log",
+        "qwen3-tiny-pp1",
+        "qwen3-moe-tiny.json",
+    ),
+    (
+        "defaults-pp1/qwen3-tiny-pp1-resume.log",
+        "qwen3-tiny-pp1",
+        "qwen3-moe-tiny.json",
+    ),
+    (
+        "defaults-pp1/dsv2-tiny-pp1-instr.log",
+        "dsv2-tiny-pp1",
+        "deepseek-v2-tiny.json",
+    ),
+    (
+        "defaults-pp1/gpt-oss-tiny-pp1-instr.log",
+        "gpt-oss-tiny-pp1",
+        "gpt-oss-tiny.json",
     ),
 ];
 

@@ -304,11 +304,46 @@ fn the_step0_snapshot_is_found_beside_the_log_and_set_beside_the_prints() {
 }
 
 #[test]
-fn a_snapshot_given_by_hand_joins_its_run_and_a_missing_one_is_named() {
+fn a_snapshot_given_by_hand_fills_the_printed_one_of_its_rank_and_step() {
     let report = json(&[
         &format!("{E2E}/dsv2-tiny-pp1-instr.log"),
         "--snapshots",
         &format!("{E2E}/dsv2-tiny-pp1-instr-rank0-step0.pickle.gz"),
+    ]);
+    let snaps = report["runs"][0]["memory"]["snapshots"].as_array().unwrap();
+    assert_eq!(
+        snaps.len(),
+        1,
+        "the given file is the printed rank-0 step-0 snapshot: {snaps:?}"
+    );
+    assert_eq!(snaps[0]["error"], Value::Null, "{snaps:?}");
+    assert_eq!(
+        snaps[0]["printed_path"],
+        "<snapdir>/memory_snapshot_rank0_step0.pickle"
+    );
+    assert!(
+        snaps[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("dsv2-tiny-pp1-instr-rank0-step0.pickle.gz")
+    );
+    assert_eq!(snaps[0]["rank"], 0);
+    let peak = snaps[0]["peak_allocated"].as_i64().unwrap();
+    assert_eq!(format!("{:.2}", peak as f64 / MIB as f64), "219.61");
+    assert_eq!(snaps[0]["gap_to_prints"].as_i64(), Some(peak - gib("0.20")));
+}
+
+#[test]
+fn a_snapshot_of_another_step_given_by_hand_joins_beside_the_missing_printed_one() {
+    let dir = folder(&[(
+        "dsv2-tiny-pp1-instr-rank0-step0.pickle.gz",
+        "dsv2-rank0-step2.pickle.gz",
+    )]);
+    let given = dir.path().join("dsv2-rank0-step2.pickle.gz");
+    let report = json(&[
+        &format!("{E2E}/dsv2-tiny-pp1-instr.log"),
+        "--snapshots",
+        path(&given),
     ]);
     let snaps = report["runs"][0]["memory"]["snapshots"].as_array().unwrap();
     assert_eq!(
@@ -324,10 +359,7 @@ fn a_snapshot_given_by_hand_joins_its_run_and_a_missing_one_is_named() {
         "{snaps:?}"
     );
     assert_eq!(snaps[1]["printed_path"], Value::Null);
-    assert_eq!(snaps[1]["rank"], 0);
-    let peak = snaps[1]["peak_allocated"].as_i64().unwrap();
-    assert_eq!(format!("{:.2}", peak as f64 / MIB as f64), "219.61");
-    assert_eq!(snaps[1]["gap_to_prints"].as_i64(), Some(peak - gib("0.20")));
+    assert_eq!(snaps[1]["error"], Value::Null);
 }
 
 #[test]

@@ -15,8 +15,9 @@
 //!   PATH as printed, then PATH under the printing log's folder when it is relative, then a
 //!   file of PATH's name in the log's folder; each also with `.gz` or `.zst` appended. Files
 //!   given with `--snapshots` (directories expand to their pickles) replace a printed one of
-//!   the same name (compression suffix aside); one matching no printed name joins the run when
-//!   there is only one, and is listed as skipped otherwise. When several runs print a path that
+//!   the same name (compression suffix aside); one matching no printed name fills the one
+//!   printed snapshot not found of the same rank and step (`rank(\d+)`, `step(\d+)` in the
+//!   names), else joins the run when there is only one, and is listed as skipped otherwise. When several runs print a path that
 //!   finds the same file, it is the last one's (a later run overwrites an earlier one's file);
 //!   the others say so. Snapshots are read through [`crate::snapshot::load`]; one that cannot be
 //!   read keeps its error and the rest of the report is unchanged.
@@ -97,6 +98,9 @@ pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
                 w.found = Some(file.clone());
                 w.error = None;
             }
+        } else if let Some(w) = the_missing_one_of_its_rank_and_step(&mut wanted, &file) {
+            w.found = Some(file);
+            w.error = None;
         } else if report.runs.len() == 1 {
             wanted.push(Wanted {
                 run: 0,
@@ -180,6 +184,38 @@ fn printed_snapshots(report: &Report) -> Vec<Wanted> {
         }
     }
     out
+}
+
+/// The one printed snapshot that was not found whose rank and step are those in `file`'s name
+/// (a kept `run-rank0-step0.pickle.gz` for a printed `memory_snapshot_rank0_step0.pickle`);
+/// `None` when the name lacks either or several printed ones would fit.
+fn the_missing_one_of_its_rank_and_step<'a>(
+    wanted: &'a mut [Wanted],
+    file: &Path,
+) -> Option<&'a mut Wanted> {
+    let rank = snapshot::rank_of(file)?;
+    let step = number_after(&bare_name(file), "step")?;
+    let mut fits = wanted.iter_mut().filter(|w| {
+        w.found.is_none()
+            && w.rank == Some(rank)
+            && w.printed
+                .as_deref()
+                .and_then(|p| number_after(&bare_name(Path::new(p)), "step"))
+                == Some(step)
+    });
+    let first = fits.next()?;
+    fits.next().is_none().then_some(first)
+}
+
+/// The number right after the first `word` followed by a digit in `name`.
+fn number_after(name: &str, word: &str) -> Option<u32> {
+    name.match_indices(word).find_map(|(i, _)| {
+        let digits: String = name[i + word.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    })
 }
 
 /// A file that one path found for several runs belongs to the last of them.
