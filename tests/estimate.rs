@@ -3,6 +3,8 @@
 //! `MEMPRINTS_PITHTRAIN` names a checkout) and comparing its recorded output with the kept real
 //! runs.
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -477,19 +479,6 @@ fn an_absent_side_stays_absent_and_a_loaded_optimizer_state_is_paired() {
     assert_eq!(result.verdict.off[0].direction, Direction::Over);
 }
 
-/// A PithTrain checkout to run the real estimator on (read-only), from `MEMPRINTS_PITHTRAIN`.
-fn pithtrain() -> Option<PathBuf> {
-    match std::env::var_os("MEMPRINTS_PITHTRAIN") {
-        Some(tree) => Some(PathBuf::from(tree)),
-        None => {
-            eprintln!(
-                "skipped: set MEMPRINTS_PITHTRAIN=/path/to/pith-train to run the real estimator"
-            );
-            None
-        }
-    }
-}
-
 fn without_notes(mut estimates: Vec<Estimate>) -> Vec<Estimate> {
     for e in &mut estimates {
         e.notes.clear();
@@ -499,7 +488,9 @@ fn without_notes(mut estimates: Vec<Estimate>) -> Vec<Estimate> {
 
 #[test]
 fn the_real_estimator_gives_the_recorded_figures() {
-    let Some(tree) = pithtrain() else { return };
+    let Some(tree) = support::pithtrain::checkout() else {
+        return;
+    };
     let options = EstimatorOptions::new(&tree);
     let settings = qwen3_tiny_settings(&tree);
     let estimates = estimate(&options, &settings, &[0]).unwrap();

@@ -431,19 +431,6 @@ fn overrides_and_the_tolerance_reach_the_comparison() {
         .code(2);
 }
 
-/// A PithTrain checkout to run the real estimator on (read-only), from `MEMPRINTS_PITHTRAIN`.
-fn pithtrain() -> Option<PathBuf> {
-    match std::env::var_os("MEMPRINTS_PITHTRAIN") {
-        Some(tree) => Some(PathBuf::from(tree)),
-        None => {
-            eprintln!(
-                "skipped: set MEMPRINTS_PITHTRAIN=/path/to/pith-train to run the real estimator"
-            );
-            None
-        }
-    }
-}
-
 fn pycache_dirs(tree: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![tree.to_path_buf()];
@@ -465,7 +452,9 @@ fn pycache_dirs(tree: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn the_real_estimator_gives_what_the_recording_replays() {
-    let Some(real) = pithtrain() else { return };
+    let Some(real) = support::pithtrain::checkout() else {
+        return;
+    };
     let pycache_before = pycache_dirs(&real);
     for (name, recorded, model) in RUNS {
         let config = config(model);

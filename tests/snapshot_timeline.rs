@@ -4,57 +4,26 @@
 //! DOM, which `--dump-dom` returns. Without Chromium the Chromium parts fail when CI=true and
 //! are skipped with a note otherwise.
 
+mod support;
+
 use std::path::Path;
-use std::process::Command;
 
 use memprints::snapshot::analyze::{self, FrameNames};
 use memprints::snapshot::decode::{Action, Frame, FrameTable, Snapshot, TraceEntry};
 use memprints::snapshot::{LoadOptions, SnapshotReport, load_with, render, timeline};
 use serde_json::Value;
 
-const CHROMIUM: &str = "/usr/bin/chromium";
 const QWEN3: &str = "tests/data/e2e/qwen3-tiny-pp1-instr-rank0-step0.pickle.gz";
-
-fn chromium_present() -> bool {
-    if Path::new(CHROMIUM).exists() {
-        return true;
-    }
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    assert!(
-        !in_ci,
-        "{CHROMIUM} is missing in CI: install it (apt-get install -y chromium)"
-    );
-    eprintln!("note: skipping the Chromium check: {CHROMIUM} is not installed");
-    false
-}
 
 /// Loads `page#selftest` headless and returns what the page's self-test wrote.
 fn selftest(page: &Path) -> Value {
-    let profile = tempfile::tempdir().expect("profile dir");
-    let out = Command::new(CHROMIUM)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
+    let dom = support::chromium::dump_dom(
+        &format!("file://{}#selftest", page.display()),
+        &[
             "--run-all-compositor-stages-before-draw",
             "--virtual-time-budget=30000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}#selftest", page.display()))
-        .output()
-        .expect("run chromium");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let dom = String::from_utf8_lossy(&out.stdout);
     let start = dom
         .find("<pre id=\"mp-selftest\">")
         .unwrap_or_else(|| panic!("no self-test output in the DOM"))
@@ -97,7 +66,7 @@ fn the_timeline_zooms_to_the_peak_and_shows_its_stack_in_chromium() {
     let html = html_of(report);
     assert!(html.len() < 512 * 1024, "{} bytes", html.len());
     std::fs::write(&page, &html).unwrap();
-    if !chromium_present() {
+    if !support::chromium::present() {
         return;
     }
     let seen = selftest(&page);
@@ -204,7 +173,7 @@ fn a_million_events_make_a_small_page_that_chromium_draws() {
     let peak_bytes = report.primary().peak_allocated_bytes;
     let html = html_of(report);
     assert!(html.len() <= 8 << 20, "{} bytes", html.len());
-    if !chromium_present() {
+    if !support::chromium::present() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -1,8 +1,10 @@
-//! Helpers shared by the `report_*` integration tests.
+//! Helpers shared by the integration tests.
 
 #![allow(dead_code)]
 
+pub mod chromium;
 pub mod loggen;
+pub mod pithtrain;
 pub mod schema;
 
 use std::path::{Path, PathBuf};
