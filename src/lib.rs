@@ -16,7 +16,6 @@ pub mod compressed;
 pub mod diff;
 pub mod edit;
 pub mod error;
-#[allow(missing_docs)]
 pub mod estimate;
 pub mod instrument;
 pub mod params;
@@ -24,13 +23,11 @@ pub mod pithtrain;
 pub mod present;
 pub mod python;
 pub mod report;
-#[allow(missing_docs)]
 pub mod ruff;
 pub mod sample;
 pub mod snapshot;
 pub mod template;
 pub mod text;
-#[allow(missing_docs)]
 pub mod write;
 
 pub use error::{Error, Result};

@@ -16,7 +16,9 @@ pub enum RuffOutcome {
     Missing,
     /// ruff ran; these files changed (they should not).
     Ran {
+        /// The files, relative to the root, whose bytes ruff changed.
         changed: Vec<String>,
+        /// One line per ruff command that failed: `ruff check: <its output>`.
         failures: Vec<String>,
     },
 }

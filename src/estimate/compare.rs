@@ -34,35 +34,40 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// One pipeline print of the pp rank's first `step()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MeasuredPrint {
+    /// Where the print sits in `DualPipeV.step()`.
     pub point: PrintPoint,
     /// `alloc=`, bytes.
     pub allocated: i64,
-    /// `cached=`: reserved but not allocated.
+    /// `cached=`: reserved but not allocated, bytes.
     pub cached: i64,
-    /// `non-pt=`: device memory outside PyTorch's allocator.
+    /// `non-pt=`: device memory outside PyTorch's allocator, bytes.
     pub non_pytorch: i64,
 }
 
 /// One `layerL stageS saved tensors:` group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MeasuredSaved {
+    /// L: the decoder layer's index in the whole model.
     pub layer: u32,
     /// 1, 3 or 5.
     pub stage: u8,
-    /// The group's `activ=` figure.
+    /// The group's `activ=` figure, bytes.
     pub activations: i64,
 }
 
 /// What the memory prints of one pp rank measured, in bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Measured {
+    /// The pp rank the prints came from.
     pub pp_rank: u32,
     /// The pipeline prints of the first `step()` the process ran, in print order.
     pub pipeline: Vec<MeasuredPrint>,
-    /// Allocated at `setup_model | after apply_fsdp` (the sharded parameters).
+    /// Allocated at `setup_model | after apply_fsdp` (the sharded parameters); `None` when the
+    /// log has no such print.
     pub params_after_setup: Option<i64>,
     /// `load_ckpt | optimizer state:`; `None` when no checkpoint was loaded.
     pub optimizer_state: Option<i64>,
+    /// The first complete saved-tensors group of each layer stage, in print order.
     pub saved_tensors: Vec<MeasuredSaved>,
 }
 
@@ -82,8 +87,9 @@ impl Measured {
 /// When a difference counts as off.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Tolerance {
-    /// Of the measured figure.
+    /// Of the measured figure, as a fraction (0.10 = 10 %).
     pub relative: f64,
+    /// The floor, bytes: a difference up to this is never off.
     pub absolute_bytes: i64,
 }
 
@@ -118,19 +124,22 @@ impl Tolerance {
 pub enum Direction {
     /// The estimate is higher than the measurement.
     Over,
+    /// The estimate is lower than the measurement.
     Under,
 }
 
 /// Both sides of one figure. Absent sides are null ("not measured", "not estimated"), never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Pair {
+    /// The estimator's figure; `None`: not estimated.
     pub estimated_bytes: Option<i64>,
+    /// The prints' figure; `None`: not measured.
     pub measured_bytes: Option<i64>,
-    /// Estimated minus measured.
+    /// Estimated minus measured; `None` when either side is absent.
     pub diff_bytes: Option<i64>,
     /// `diff / measured × 100`; null when either side is absent or measured is 0.
     pub diff_pct: Option<f64>,
-    /// Set when the difference is beyond the tolerance.
+    /// Set when the difference is beyond the tolerance; `None` within it or when unpaired.
     pub off: Option<Direction>,
 }
 
@@ -172,13 +181,16 @@ pub struct EventRow {
     pub print: Option<String>,
     /// The estimator event whose state the row shows; null for a print it has no event for.
     pub estimator_event: Option<String>,
+    /// That event's index in the estimator's timeline; null when there is no event.
     pub estimator_index: Option<usize>,
     /// 0 before the pipeline, else the schedule step (1-8).
     pub step: u8,
+    /// The step loop's `i`; null outside a loop (`After StepN`, `static_baseline`).
     pub iteration: Option<u32>,
     /// The estimator event is an overlapped forward+backward and the print sees it after the
     /// backward chunk is freed (the estimated figure is that state, not the event's own).
     pub after_overlap: bool,
+    /// The estimated PyTorch tensors against the print's `alloc=`.
     #[serde(flatten)]
     pub pair: Pair,
 }
@@ -187,21 +199,34 @@ pub struct EventRow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Component {
+    /// The estimator's parameters of both modules plus FSDP shards, against allocated after
+    /// `apply_fsdp`.
     Parameters,
+    /// One module's parameters (estimated only).
     StageParameters,
+    /// The persistent FSDP shards (estimated only).
     FsdpShards,
+    /// Optimizer state, against `load_ckpt | optimizer state:` when a checkpoint was loaded.
     OptimizerState,
+    /// The estimator's dynamic memory at its peak, against the highest pipeline print minus
+    /// `Before pipeline`.
     DynamicAtPeak,
+    /// One layer stage's autograd saved tensors for one chunk, against its group's `activ=`.
     SavedTensors,
+    /// Memory outside PyTorch's allocator, against `non-pt=` at the highest pipeline print.
     NonPytorch,
+    /// Fragmentation at the estimator's peak, against `cached=` at the highest pipeline print.
     Fragmentation,
 }
 
 /// One row of the component table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ComponentRow {
+    /// What the row measures.
     pub component: Component,
+    /// The row's name in the report (`module[0] parameters (stage 0)`).
     pub label: String,
+    /// Both sides, bytes.
     #[serde(flatten)]
     pub pair: Pair,
 }
@@ -209,12 +234,16 @@ pub struct ComponentRow {
 /// Where each side puts the peak, and both values.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PeakRow {
+    /// The label of the estimator's peak event.
     pub estimator_event: String,
+    /// Its index in the estimator's timeline.
     pub estimator_index: usize,
     /// The print that sees the estimator's peak event's state, if any does.
     pub print_at_estimator_peak: Option<String>,
-    /// The highest pipeline print.
+    /// The highest pipeline print; null when the rank printed none.
     pub measured_print: Option<String>,
+    /// The peak event's PyTorch tensors (both chunks of an overlap alive) against the highest
+    /// print's `alloc=`.
     #[serde(flatten)]
     pub pair: Pair,
 }
@@ -222,29 +251,44 @@ pub struct PeakRow {
 /// One figure beyond the tolerance.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OffFigure {
+    /// `peak`, a component's label or a print's label.
     pub what: String,
+    /// Which way it leans.
     pub direction: Direction,
+    /// Estimated minus measured, bytes.
     pub diff_bytes: i64,
+    /// `diff / measured × 100`; `None` when measured is 0.
     pub diff_pct: Option<f64>,
 }
 
 /// The rank's verdict: which figures are off, and one line saying so.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
+    /// No paired figure is off.
     pub within_tolerance: bool,
+    /// The tolerance the figures were judged by.
     pub tolerance: Tolerance,
+    /// Every off figure: the peak, then the components, then the events.
     pub off: Vec<OffFigure>,
+    /// The verdict in one line (`pp rank 0: the estimate is within 10% or 128 MiB on all …`).
     pub line: String,
 }
 
 /// The `estimate` section for one pp rank.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankComparison {
+    /// The pp rank compared.
     pub pp_rank: u32,
+    /// Every estimator event in order, each with the prints that see it, then the prints with
+    /// no estimator event.
     pub events: Vec<EventRow>,
+    /// The component table.
     pub components: Vec<ComponentRow>,
+    /// Both sides' peaks.
     pub peak: PeakRow,
+    /// Which figures are off.
     pub verdict: Verdict,
+    /// The estimate's notes, then what the pairing found worth saying; one sentence each.
     pub notes: Vec<String>,
 }
 

@@ -32,17 +32,24 @@ pub enum Source {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Status {
+    /// `STATUS: OK`: the peak TOTAL leaves at least 5 % of the GPU free.
     Ok,
+    /// `STATUS: TIGHT`: it fits with less than 5 % free.
     Tight,
+    /// `STATUS: OOM`: it exceeds the GPU's capacity.
     Oom,
 }
 
 /// The model as the estimator read it from the config.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelSummary {
+    /// The config's `model_type` (`qwen3_moe`); empty when the estimator's config has none.
     pub model_type: String,
+    /// `num_hidden_layers`: decoder layers in the whole model; 0 when absent.
     pub layers: u32,
+    /// `num_experts`: routed experts per MoE layer; 0 when absent (a dense model).
     pub experts: u32,
+    /// `num_experts_per_tok`: experts each token is routed to; 0 when absent.
     pub experts_per_token: u32,
     /// Every field of the estimator's `ModelConfig` (empty when read from text): what it knows.
     pub fields: BTreeMap<String, serde_json::Value>,
@@ -51,13 +58,21 @@ pub struct ModelSummary {
 /// The parallelism and batch the estimator simulated.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Parallel {
+    /// Pipeline parallel size.
     pub pp: u32,
+    /// Expert parallel size.
     pub ep: u32,
+    /// Data parallel size, as the estimator derived it: GPUs ÷ (pp × ep × cp).
     pub dp: u32,
+    /// Context parallel size.
     pub cp: u32,
+    /// Sequences per micro-batch.
     pub micro_batch_size: u32,
+    /// Sequences per optimizer step.
     pub global_batch_size: u32,
+    /// Tokens per sequence.
     pub sequence_length: u32,
+    /// Micro-batches each pipeline step runs: global ÷ (micro × dp × ep).
     pub num_chunks: u32,
 }
 
@@ -66,10 +81,11 @@ pub struct Parallel {
 pub struct EstimatedEvent {
     /// As the estimator labels it (`S4.i0 fwd_bwd(p1,p0) fc1/bc0`).
     pub label: String,
-    /// PyTorch tensors at the snapshot.
+    /// PyTorch tensors at the snapshot, bytes: static + dynamic, without non-PyTorch and
+    /// fragmentation.
     pub allocated: i64,
-    /// After the simulator frees a `fwd_bwd`'s backward chunk (equal to `allocated` for other
-    /// events); `None` when that chunk's size is unknown (text output).
+    /// PyTorch tensors, bytes, after the simulator frees a `fwd_bwd`'s backward chunk (equal to
+    /// `allocated` for other events); `None` when that chunk's size is unknown (text output).
     pub allocated_after: Option<i64>,
 }
 
@@ -80,25 +96,31 @@ pub struct StageParams {
     pub module: u8,
     /// The pipeline stage it runs (0 … 2·pp − 1).
     pub stage: u32,
+    /// The module's parameter bucket (`module[M] params (stage S)`), bytes.
     pub bytes: i64,
-    /// Of which the rotary cos/sin caches.
+    /// Of which the rotary cos/sin caches (specs named `rotary_emb`), bytes.
     pub rotary_bytes: i64,
 }
 
 /// The estimator's dynamic memory at its peak event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Dynamic {
-    /// LayerRecord tensors.
+    /// LayerRecord tensors of every live chunk, bytes.
     pub activations: i64,
-    /// Autograd saved tensors.
+    /// Autograd saved tensors of every live chunk, bytes.
     pub autograd: i64,
+    /// Parameter gradients of the modules that have run a backward so far, bytes (`gradients`).
     pub gradients: i64,
+    /// P2P receive and all-to-all buffers, bytes (`comm_buffers`).
     pub comm_buffers: i64,
+    /// Tensors held for deferred weight gradients, bytes (`weight_grad_store`).
     pub wgrad_store: i64,
+    /// Phase-0 outputs the last pp rank keeps for its phase 1, bytes (`pp_transfer_buffers`).
     pub pp_transfer: i64,
 }
 
 impl Dynamic {
+    /// The sum of all six, bytes: the estimator's `dynamic_bytes`.
     pub fn total(&self) -> i64 {
         self.activations
             + self.autograd
@@ -113,23 +135,29 @@ impl Dynamic {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Part {
+    /// The embedding before the first decoder layer (`prolog.` specs).
     Prolog,
     /// Decoder layer `layer`, DualPipeV stage `stage` (1, 3 or 5).
     Layer {
+        /// The decoder layer's index in the whole model.
         layer: u32,
+        /// The DualPipeV stage inside the layer.
         stage: u8,
     },
+    /// The final norm and head after the last decoder layer (`epilog.` specs).
     Epilog,
 }
 
 /// One chunk's activations for one part of a module, as the estimator sizes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LayerPart {
+    /// 0 or 1: the model chunk (module) it belongs to.
     pub phase: u8,
+    /// Which part of that chunk.
     pub part: Part,
-    /// LayerRecord tensors.
+    /// LayerRecord tensors, bytes.
     pub records: i64,
-    /// Autograd saved tensors.
+    /// Autograd saved tensors, bytes.
     pub autograd: i64,
     /// Sized as an MoE layer (router and expert tensors).
     pub moe: bool,
@@ -138,25 +166,39 @@ pub struct LayerPart {
 /// What the estimator predicts for one pp rank.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Estimate {
+    /// The pp rank the estimator ran for (`--pp-rank`).
     pub pp_rank: u32,
+    /// Where the figures were read from.
     pub source: Source,
+    /// The model as the estimator read it.
     pub model: ModelSummary,
+    /// The parallelism and batch it simulated.
     pub parallel: Parallel,
+    /// Its timeline, one event per snapshot, in order (`static_baseline` first).
     pub events: Vec<EstimatedEvent>,
+    /// The unsharded parameters of each of the rank's two modules (`params_unsharded`).
     pub params: Vec<StageParams>,
+    /// Persistent FSDP-sharded parameter copies, bytes (`fsdp_sharded_params`; only shards
+    /// split over more than one GPU).
     pub fsdp_sharded: i64,
-    /// The estimator's optimizer state (Adam m + v in fp32 over the sharded parameters).
+    /// The estimator's optimizer state (Adam m + v in fp32 over the sharded parameters), bytes.
     pub optimizer: i64,
+    /// Index into `events` of the estimator's peak (`peak_event_idx`: the highest TOTAL).
     pub peak_index: usize,
+    /// The dynamic memory of the peak event, component by component.
     pub at_peak: Dynamic,
-    /// The estimator's fixed figure for CUDA context, NCCL, FSDP and compile workspaces.
+    /// The estimator's fixed figure for CUDA context, NCCL, FSDP and compile workspaces, bytes.
     pub non_pytorch: i64,
+    /// The share of the subtotal the estimator adds as fragmentation (0.10 = 10 %, its
+    /// `--fragmentation`).
     pub fragmentation_factor: f64,
-    /// `fragmentation_factor × (allocated + non_pytorch)` at the peak.
+    /// `fragmentation_factor × (allocated + non_pytorch)` at the peak, bytes.
     pub fragmentation_at_peak: i64,
-    /// The estimator's TOTAL at the peak: allocated + non-PyTorch + fragmentation.
+    /// The estimator's TOTAL at the peak: allocated + non-PyTorch + fragmentation, bytes.
     pub total_at_peak: i64,
+    /// The GPU capacity the status is judged against, bytes (`--gpu-memory-gb` × 2³⁰).
     pub gpu_memory: i64,
+    /// The estimator's `STATUS:` line; `None` when its output has none.
     pub status: Option<Status>,
     /// One chunk per phase, part by part.
     pub layers: Vec<LayerPart>,

@@ -32,50 +32,89 @@ pub use settings::{LoggedConfig, Overrides, RunSettings};
 /// Why no estimate could be made; each prints as one line a user can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum EstimateError {
+    /// The tree has no `tools/memory_estimator/__main__.py`.
     #[error(
         "no PithTrain memory estimator in {tree} (tools/memory_estimator/ is missing); pass --repo with a PithTrain checkout that has it"
     )]
-    EstimatorNotFound { tree: PathBuf },
+    EstimatorNotFound {
+        /// The PithTrain checkout that was searched.
+        tree: PathBuf,
+    },
 
+    /// The interpreter could not be started.
     #[error("cannot run `{python}`: {source}; pass --python with a Python 3 interpreter")]
     PythonNotFound {
+        /// The interpreter as given (`python3`, or `--python`).
         python: String,
+        /// What spawning it said.
         source: std::io::Error,
     },
 
+    /// An interpreter run outlived [`EstimatorOptions::timeout`] and was killed.
     #[error("the memory estimator did not finish within {seconds} s (it was stopped)")]
-    TimedOut { seconds: u64 },
+    TimedOut {
+        /// The timeout, in whole seconds.
+        seconds: u64,
+    },
 
-    /// `last_line`: the last line the estimator wrote to stderr.
+    /// The interpreter exited with a failure (or was killed by a signal).
     #[error("the memory estimator failed: {last_line}")]
-    EstimatorFailed { last_line: String },
+    EstimatorFailed {
+        /// The last non-empty line the estimator wrote to stderr; `killed by a signal` when it
+        /// wrote none and died of a signal.
+        last_line: String,
+    },
 
+    /// Something imported `torch` (the driver's exit code 5).
     #[error("the memory estimator imported {module}; it must run without torch")]
-    TorchImported { module: String },
+    TorchImported {
+        /// The first `torch` module asked for (`torch`, `torch.cuda`…).
+        module: String,
+    },
 
+    /// The estimator ran but its output (driver JSON or text) is not what memprints reads.
     #[error("cannot read the memory estimator's output: {reason}")]
-    Unparseable { reason: String },
+    Unparseable {
+        /// What is missing or wrong: the driver's result line, a `Peak at: event #…` line, a
+        /// JSON field…
+        reason: String,
+    },
 
+    /// Settings the estimator needs are neither in the log's config line nor given as flags.
     #[error(
         "cannot estimate: {missing} not in the log's PithTrain config line{no_line}; pass {flags}"
     )]
     MissingSettings {
+        /// The missing settings, comma-separated (`sequence length, model config`).
         missing: String,
+        /// When the log has no `launch(cfg=…)` line, a note saying so, else empty.
         no_line: &'static str,
+        /// The flags that give them, in the same order (`--seq-len, --config`).
         flags: String,
     },
 
+    /// The model config the run names (or `--config` gives) is not a file.
     #[error("model config {path} not found; pass --config with the run's config.json")]
-    ConfigNotFound { path: PathBuf },
+    ConfigNotFound {
+        /// The path looked at, after resolving a relative one.
+        path: PathBuf,
+    },
 
+    /// The log names the model by Hugging Face id, and no `--config` gives its config.json.
     #[error(
         "the run names its model by Hugging Face id `{id}`; pass --config with its config.json"
     )]
-    HubModel { id: String },
+    HubModel {
+        /// The id (`Qwen/Qwen3-30B-A3B`).
+        id: String,
+    },
 
+    /// An I/O failure while running the estimator.
     #[error("{what}: {source}")]
     Io {
+        /// What memprints was doing (`waiting for the memory estimator`).
         what: String,
+        /// What the operating system said.
         source: std::io::Error,
     },
 }

@@ -56,19 +56,31 @@ pub enum Action {
     /// `static_baseline`: parameters and optimizer state, nothing in flight.
     Baseline,
     /// `fwd(pP) cC`.
-    Forward { phase: u8, chunk: u32 },
+    Forward {
+        /// P: 0 or 1.
+        phase: u8,
+        /// C: the phase's chunk (micro-batch) index.
+        chunk: u32,
+    },
     /// `bwd(pP,zb=…) cC`.
     Backward {
+        /// P: 0 or 1.
         phase: u8,
+        /// C: the phase's chunk (micro-batch) index.
         chunk: u32,
+        /// `zb=True`: the weight gradients are deferred to a later `weight_chunk`.
         zero_bubble: bool,
     },
     /// `fwd_bwd(pA,pB) fcF/bcC`: forward of phase A's chunk F overlapped with backward of phase
     /// B's chunk C.
     ForwardBackward {
+        /// A: the phase run forward.
         forward_phase: u8,
+        /// F: the chunk run forward.
         forward_chunk: u32,
+        /// B: the phase run backward.
         backward_phase: u8,
+        /// C: the chunk run backward, freed right after the snapshot.
         backward_chunk: u32,
     },
     /// `weight_chunk`: one deferred weight-gradient batch popped.
@@ -82,6 +94,7 @@ pub struct ScheduleEvent {
     pub step: u8,
     /// The step loop's `i`; `None` for `static_baseline`.
     pub iteration: Option<u32>,
+    /// What the simulator did.
     pub action: Action,
 }
 
@@ -148,48 +161,63 @@ impl ScheduleEvent {
 /// Which of step 3's four prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step3At {
+    /// `before B1`: before `_backward_chunk(1, enable_zb=True)`.
     BeforeB1,
+    /// `after B1`: after that backward.
     AfterB1,
+    /// `after W1`: after `_recv_forward(1)` and `_weight_chunk()`.
     AfterW1,
+    /// `after F1`: after `_forward_chunk(1, recv=False)`.
     AfterF1,
 }
 
 /// A pipeline print's place in the schedule (group 4 of the instrumentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrintPoint {
+    /// `Before pipeline`.
     BeforePipeline,
     /// `Step1 F0 i=I`.
     Step1Forward {
+        /// I: step 1's loop index.
         i: u32,
     },
     /// `After Step1 (N F0)`.
     AfterStep1 {
+        /// N: the iterations step 1 ran.
         count: u32,
     },
     /// `Step2 i=I forward_chunk(P)`.
     Step2Forward {
+        /// I: step 2's loop index.
         i: u32,
+        /// P: 0 or 1, the phase just run forward.
         phase: u8,
     },
     /// `After Step2 (N F0F1)`.
     AfterStep2 {
+        /// N: the iterations step 2 ran.
         count: u32,
     },
     /// `Step3 i=I before B1|after B1|after W1|after F1`.
     Step3 {
+        /// I: step 3's loop index.
         i: u32,
+        /// Which of the iteration's four prints.
         at: Step3At,
     },
     /// `After Step3 (N B1W1F1)`.
     AfterStep3 {
+        /// N: the iterations step 3 ran.
         count: u32,
     },
     /// `Step4 i=I`.
     Step4 {
+        /// I: step 4's loop index.
         i: u32,
     },
     /// `After Step4 (N F0B1F1B0)`.
     AfterStep4 {
+        /// N: the iterations step 4 ran.
         count: u32,
     },
     /// `After Step8 (end of pipeline)`.

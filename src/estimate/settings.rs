@@ -37,13 +37,21 @@ pub enum ModelRef {
 /// What the config line of a PithTrain log says, field by field.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoggedConfig {
+    /// `pipeline_parallel_size=`; `None` when the line does not have it.
     pub pp: Option<u32>,
+    /// `expert_parallel_size=`; `None` when the line does not have it.
     pub ep: Option<u32>,
+    /// `context_parallel_size=`; `None` when the line does not have it.
     pub cp: Option<u32>,
+    /// `sequence_length=` in `TrainingCfg(`, tokens; `None` when it is not there.
     pub sequence_length: Option<u32>,
+    /// `micro_batch_size=` in `TrainingCfg(`, sequences; `None` when it is not there.
     pub micro_batch_size: Option<u32>,
+    /// `global_batch_size=` in `TrainingCfg(`, sequences; `None` when it is not there.
     pub global_batch_size: Option<u32>,
+    /// `model=` in `TrainingCfg(`; `None` when it is not there.
     pub model: Option<ModelRef>,
+    /// `fp8=True|False` in `TrainingCfg(`; `None` when it is not there.
     pub fp8: Option<bool>,
 }
 
@@ -110,12 +118,19 @@ impl LoggedConfig {
 pub struct Overrides {
     /// `--config`: the model's config.json.
     pub config: Option<PathBuf>,
+    /// `--seq-len`, tokens.
     pub sequence_length: Option<u32>,
+    /// `--micro-batch-size`, sequences.
     pub micro_batch_size: Option<u32>,
+    /// `--global-batch-size`, sequences.
     pub global_batch_size: Option<u32>,
+    /// `--pp`: pipeline parallel size.
     pub pp: Option<u32>,
+    /// `--ep`: expert parallel size.
     pub ep: Option<u32>,
+    /// `--cp`: context parallel size.
     pub cp: Option<u32>,
+    /// `--world`: GPUs in the run (the log does not say).
     pub world: Option<u32>,
 }
 
@@ -124,15 +139,23 @@ pub struct Overrides {
 pub struct RunSettings {
     /// The model's config.json, checked to exist.
     pub model_config: PathBuf,
+    /// Tokens per sequence (`--sequence-length`).
     pub sequence_length: u32,
+    /// Sequences per micro-batch (`--micro-batch-size`).
     pub micro_batch_size: u32,
+    /// Sequences per optimizer step (`--global-batch-size`).
     pub global_batch_size: u32,
+    /// Pipeline parallel size (`--pp-size`).
     pub pp: u32,
+    /// Expert parallel size (`--ep-size`).
     pub ep: u32,
+    /// Context parallel size (`--cp-size`).
     pub cp: u32,
+    /// GPUs in the run (`--total-gpus`); the estimator derives data parallelism from it.
     pub world: u32,
     /// No `--world`: `world` is `pp × ep × cp` (no data parallelism).
     pub world_assumed: bool,
+    /// The log's `fp8=True` (`--fp8-training deep-gemm`); false when the log does not say.
     pub fp8: bool,
     /// `--gpu-memory-gb` for the estimator's OK/TIGHT/OOM status; `None` keeps its default (80).
     pub gpu_memory_gib: Option<f64>,

@@ -45,8 +45,11 @@ use target::Target;
 
 /// One file to replace: its path relative to the root, the text it was read with, the new text.
 pub struct Replacement<'a> {
+    /// The file's path relative to the tree's root.
     pub rel: &'a str,
+    /// The text the plan was made from; the file must still hold exactly these bytes.
     pub expected: &'a str,
+    /// The text to write.
     pub updated: &'a str,
 }
 
