@@ -34,6 +34,15 @@ class DescribeTest(unittest.TestCase):
             "instrumented": True, "detail_layers": [3, 4], "ranks": [0, 8],
             "stages_after": [1, 2], "stages_saved": [1]})
 
+    def test_the_profilers_call_shape_of_the_layer_object_with_any_parameter_name(self):
+        source = SOURCE.replace("layer.idx", "block.idx").replace(
+            '_SavedTensorsProfiler(block.idx, "stage1", _wt_ptrs)',
+            '_SavedTensorsProfiler(block, "stage1")')
+        self.assertIn('_SavedTensorsProfiler(block, "stage1")', source)
+        self.assertEqual(tree_prints.describe_source(source), {
+            "instrumented": True, "detail_layers": [3, 4], "ranks": [0, 8],
+            "stages_after": [1, 2], "stages_saved": [1]})
+
     def test_plain_source(self):
         self.assertEqual(tree_prints.describe_source("def f():\n    pass\n"),
                          {"instrumented": False})

@@ -9,7 +9,7 @@ rule). Rather than repeating that rule here, this reads the choice back from the
     _layer_mem_ranks = {0}
     _do_lmem = _layer_mem_profile and layer.idx in (0, 1)
     _lmem(f"layer{layer.idx} after stage1 (...)")
-    _prof = _SavedTensorsProfiler(layer.idx, "stage1", _wt_ptrs)
+    _prof = _SavedTensorsProfiler(layer, "stage1")
 
 run_remote.sh runs ``tree_prints.py TREE`` on the GPU machine before each run and puts the
 result into the log as one line, so every log says what its tree was set up to print:
@@ -26,10 +26,11 @@ EXECUTION = Path("pithtrain/dualpipe/execution.py")
 PRINTS_RE = re.compile(r"E2E_PRINTS (\{[^\n]*\})")
 
 _INT_LIST = r"([\d,\s]*)"
-_DETAIL_RE = re.compile(r"_do_lmem\s*=.*?layer\.idx\s+in\s+[(\[{]" + _INT_LIST + r"[)\]}]")
+# layer_forward's first parameter is `layer` in PithTrain, any name elsewhere (`block`).
+_DETAIL_RE = re.compile(r"_do_lmem\s*=.*?\w+\.idx\s+in\s+[(\[{]" + _INT_LIST + r"[)\]}]")
 _RANKS_RE = re.compile(r"^_layer_mem_ranks\s*=\s*[{(\[]" + _INT_LIST + r"[})\]]", re.M)
-_AFTER_RE = re.compile(r"""_lmem\(\s*f["']layer\{layer\.idx\} after stage(\d+)""")
-_SAVED_RE = re.compile(r"""_SavedTensorsProfiler\(\s*layer(?:\.idx)?\s*,\s*["']stage(\d+)["']""")
+_AFTER_RE = re.compile(r"""_lmem\(\s*f["']layer\{\w+\.idx\} after stage(\d+)""")
+_SAVED_RE = re.compile(r"""_SavedTensorsProfiler\(\s*\w+(?:\.idx)?\s*,\s*["']stage(\d+)["']""")
 # The tree's own record of how it was made (written by prepare_trees.sh into each overlay).
 OVERLAY_NOTE = "E2E_OVERLAY.txt"
 

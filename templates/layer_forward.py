@@ -8,13 +8,9 @@
 _do_lmem = _layer_mem_profile and LAYER.idx in DETAIL_LAYERS
 _do_saved = _layer_mem_profile and LAYER.idx in DETAIL_LAYERS
 
-_wt_ptrs: set = set()
-if _do_saved:
-    _wt_ptrs = {p.data_ptr() for p in LAYER.parameters()}
-
 # block: saved_tensors
 if _do_saved:
-    _prof = _SavedTensorsProfiler(LAYER.idx, "STAGE", _wt_ptrs)
+    _prof = _SavedTensorsProfiler(LAYER, "STAGE")
     with _prof:
         STATEMENT
     _prof.print_summary()

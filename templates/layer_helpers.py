@@ -11,20 +11,40 @@ _layer_mem_ranks = RANKS
 class _SavedTensorsProfiler:
     """Context manager that logs tensors saved by autograd, distinguishing weights from activations."""
 
-    def __init__(self, layer_idx: int, stage_name: str, weight_data_ptrs: set):
-        self._layer_idx = layer_idx
+    def __init__(self, layer, stage_name: str):
+        self._layer = layer
+        self._layer_idx = layer.idx
         self._stage_name = stage_name
-        self._weight_data_ptrs = weight_data_ptrs
         self._log: list[str] = []
         self._act_bytes = 0
         self._wt_bytes = 0
 
+    @staticmethod
+    def _storage_ptr(t) -> int:
+        """Return the address of t's storage, 0 for a tensor without one."""
+        try:
+            return t.untyped_storage().data_ptr()
+        except (AttributeError, NotImplementedError, RuntimeError, TypeError):
+            return 0
+
+    def _weight_storages(self) -> set:
+        """Return the storages of the layer's parameters as they are now (sharded or gathered)."""
+        ptrs = set()
+        for p in self._layer.parameters():
+            ptrs.add(self._storage_ptr(p))
+            local = getattr(p, "_local_tensor", None)  # a DTensor's shard
+            if local is not None:
+                ptrs.add(self._storage_ptr(local))
+        ptrs.discard(0)
+        return ptrs
+
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         nbytes = t.nelement() * t.element_size()
-        is_wt = t.data_ptr() in self._weight_data_ptrs
+        is_wt = self._storage_ptr(t) in self._weight_storages()
         tag = "weight" if is_wt else "activ"
         self._log.append(
-            f"    saved ({tag}): {tuple(t.shape)} {t.dtype} ({nbytes / 1024**2:.1f} MB)"
+            f"    saved ({tag}): {tuple(t.shape)} {t.dtype} "
+            f"({nbytes / 1024**2:.1f} MB, {nbytes} bytes)"
         )
         if is_wt:
             self._wt_bytes += nbytes
@@ -48,9 +68,10 @@ class _SavedTensorsProfiler:
         print(f"[rank={rank}] {hdr}:", flush=True)
         for line in self._log:
             print(f"[rank={rank}] {line}", flush=True)
+        act, wt = self._act_bytes, self._wt_bytes
         print(
-            f"[rank={rank}]   activ={self._act_bytes / 1024**2:.1f} MB, "
-            f"weight={self._wt_bytes / 1024**2:.1f} MB, "
+            f"[rank={rank}]   activ={act / 1024**2:.1f} MB ({act} bytes), "
+            f"weight={wt / 1024**2:.1f} MB ({wt} bytes), "
             f"total={len(self._log)} tensors",
             flush=True,
         )

@@ -1,6 +1,9 @@
 # Group 4: pipeline prints in DualPipeV.step() (pithtrain/dualpipe/dualpipev.py).
 # RANKS: the set literal of the global ranks that print. Blocks named step<N>_* go into (or right
 # after) the `for i in range(step_N)` loop; the profiling flag is set once per step() call.
+# Per-layer profiling is on for one forward of each chunk: phase 0 at Step 1's i == 1, or, where
+# Step 1 has no second iteration (step_1 < 2: the last pp rank), at Step 2's i == 0; phase 1 at
+# Step 2's i == 0.
 # placeholders: RANKS
 
 # block: before_pipeline
@@ -39,6 +42,16 @@ if _profiling:
         f"[rank={self.rank} pp={pp_rank}] After Step1 ({step_1} F0): {_m1:.2f} GiB (+{_m1 - _m0:.2f}) | {_mem_detail()}",
         flush=True,
     )
+
+# block: step2_phase0_profile_on
+if _profiling and i == 0 and step_1 < 2:
+    import pithtrain.dualpipe.execution as _mod
+
+    _mod._layer_mem_profile = True
+
+# block: step2_phase0_profile_off
+if _profiling and i == 0 and step_1 < 2:
+    _mod._layer_mem_profile = False
 
 # block: step2_chunk0
 if _profiling:

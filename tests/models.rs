@@ -163,21 +163,14 @@ fn an_explicit_config_changes_the_auto_layers() {
 #[test]
 fn plan_shows_the_v_shape_and_which_detail_layers_print() {
     let tree = Tree::new();
-    let out = tree
-        .run(&[
-            "plan",
-            "tiny-moe",
-            "--pp",
-            "2",
-            "--ranks",
-            "0,1",
-            "--detail-layers",
-            "0,1",
-            "--json",
-        ])
-        .success();
-    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    let chunks: Vec<(u64, u64, Vec<u64>)> = json["chunks"]
+    let plan = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["plan", "tiny-moe", "--detail-layers", "0,1", "--json"];
+        args.extend_from_slice(extra);
+        let out = tree.run(&args).success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    let json = plan(&["--pp", "2", "--ranks", "0,1"]);
+    let chunks: Vec<(u64, u64, Vec<u64>, &str)> = json["chunks"]
         .as_array()
         .unwrap()
         .iter()
@@ -191,22 +184,73 @@ fn plan_shows_the_v_shape_and_which_detail_layers_print() {
                     .iter()
                     .map(|l| l.as_u64().unwrap())
                     .collect(),
+                c["profiled_in"].as_str().unwrap(),
             )
         })
         .collect();
     assert_eq!(
         chunks,
         vec![
-            (0, 0, vec![0]),
-            (0, 1, vec![3]),
-            (1, 0, vec![1]),
-            (1, 1, vec![2])
+            (0, 0, vec![0], "Step1 i=1"),
+            (0, 1, vec![3], "Step2 i=0 forward_chunk(1)"),
+            (1, 0, vec![1], "Step2 i=0 forward_chunk(0)"),
+            (1, 1, vec![2], "Step2 i=0 forward_chunk(1)")
         ]
     );
+    // Layer 1 sits in phase 0 of the last pp rank, which Step 2's i == 0 profiles.
+    assert_eq!(
+        json["detail_layers"][1]["printing_ranks"],
+        serde_json::json!([1])
+    );
+    assert_eq!(
+        json["detail_layers"][1]["rank_to_add"],
+        serde_json::Value::Null
+    );
+    assert_eq!(json["suggested_ranks"], serde_json::Value::Null);
+    assert_eq!(json["layout"]["source"], "arguments");
+
+    // With the default ranks {0}, the facts name the rank to add.
+    let json = plan(&["--pp", "2"]);
     assert_eq!(
         json["detail_layers"][1]["printing_ranks"],
         serde_json::json!([])
     );
+    assert_eq!(json["detail_layers"][1]["rank_to_add"], 1);
+    assert_eq!(json["detail_layers"][1]["pp_rank"], 1);
+    assert_eq!(
+        json["detail_layers"][1]["host_ranks"],
+        serde_json::json!([1, 1])
+    );
+    assert_eq!(json["suggested_ranks"], serde_json::json!([0, 1]));
+    assert_eq!(
+        json["detail_prints"],
+        "detail layers print: layer 0 on rank 0; layer 1 on none of ranks 0: add rank 1 \
+         (--ranks 0,1) (layout pp=2 ep=1 cp=1 world=2 from --pp/--ep/--cp)"
+    );
+    // The fields plan --json always had are still there, unrenamed.
+    for key in [
+        "model",
+        "num_layers",
+        "moe_layers",
+        "rule",
+        "config",
+        "pp",
+        "ep",
+        "cp",
+        "world",
+    ] {
+        assert!(json.get(key).is_some(), "{key}: {json}");
+    }
+
+    // No sizes given: the model's example launch script.
+    let json = plan(&[]);
+    assert_eq!(json["layout"]["source"], "example_script");
+    assert_eq!(
+        json["layout"]["script"],
+        "examples/pretrain_lm/tiny/script.py"
+    );
+    assert_eq!(json["pp"], 2);
+
     let out = tree
         .run(&[
             "plan",
@@ -215,30 +259,91 @@ fn plan_shows_the_v_shape_and_which_detail_layers_print() {
             "examples/pretrain_lm/tiny/script.py",
         ])
         .success();
-    assert!(stdout_of(&out).contains("not profiled"));
+    let stdout = stdout_of(&out);
+    assert!(
+        stdout.contains("profiled in Step2 i=0 forward_chunk(0)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("not profiled"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "(layout pp=2 ep=1 cp=1 world=2 from --script examples/pretrain_lm/tiny/script.py)"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]
-fn add_warns_when_a_detail_layer_prints_nowhere() {
+fn add_says_in_one_line_which_ranks_print_each_detail_layer() {
+    let stderr_of = |out: &assert_cmd::assert::Assert| {
+        String::from_utf8_lossy(&out.get_output().stderr).to_string()
+    };
     let tree = Tree::new();
-    let out = tree
-        .run(&[
-            "add",
-            "tiny-moe",
-            "--ranks",
-            "0,1",
-            "--detail-layers",
-            "0,1",
-            "--pp",
-            "2",
-        ])
-        .success();
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
-    assert!(
-        stderr.contains("warning: detail layer 1 will print nowhere"),
-        "{stderr}"
+    // Default arguments: the layout is the example script's (pp=2), where layer 1 runs on
+    // rank 1 only; the line is a warning and names the rank to add.
+    let out = tree.run(&["add", "tiny-moe", "--dry-run"]).success();
+    assert_eq!(
+        stderr_of(&out),
+        "memprints: warning: detail layers print: layer 0 on rank 0; layer 1 on none of ranks 0: \
+         add rank 1 (--ranks 0,1) (layout pp=2 ep=1 cp=1 world=2 from examples/pretrain_lm/tiny/script.py)\n"
     );
-    assert!(!stderr.contains("detail layer 0 will"), "{stderr}");
+    assert!(!stdout_of(&out).contains("detail layers print"));
+
+    // Every layer prints: the line goes to stdout with the summary, no warning.
+    let out = tree
+        .run(&["add", "tiny-moe", "--ranks", "0,1", "--dry-run"])
+        .success();
+    assert_eq!(stderr_of(&out), "");
+    assert!(
+        stdout_of(&out).contains(
+            "\ndetail layers print: layer 0 on rank 0; layer 1 on rank 1 (layout pp=2 ep=1 cp=1 world=2 from examples/pretrain_lm/tiny/script.py)\n"
+        ),
+        "{}",
+        stdout_of(&out)
+    );
+    // pp=1: both halves of the layers are on rank 0, and both are profiled.
+    let out = tree
+        .run(&["add", "tiny-moe", "--pp", "1", "--dry-run"])
+        .success();
+    assert!(
+        stdout_of(&out).contains(
+            "detail layers print: layer 0 on rank 0; layer 1 on rank 0 (layout pp=1 ep=1 cp=1 world=1 from --pp/--ep/--cp)"
+        ),
+        "{}",
+        stdout_of(&out)
+    );
+
+    // No example script for the model: said, in the same line.
+    let out = tree.run(&["add", "layered-moe", "--dry-run"]).success();
+    assert!(
+        stdout_of(&out).contains(
+            "detail layers print: layout unknown: no --pp/--script given and no \
+             examples/pretrain_lm/*/script.py for layered-moe; pass --pp/--ep/--cp or --script"
+        ),
+        "{}",
+        stdout_of(&out)
+    );
+
+    // --json: the line is a note on stderr, the facts are in the JSON.
+    let out = tree
+        .run(&["add", "tiny-moe", "--ranks", "0,1", "--dry-run", "--json"])
+        .success();
+    assert!(
+        stderr_of(&out).contains("\nmemprints: detail layers print: layer 0 on rank 0;"),
+        "{}",
+        stderr_of(&out)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let prints = &json["detail_prints"];
+    assert_eq!(prints["layout"]["source"], "example_script");
+    assert_eq!(
+        prints["layers"][1]["printing_ranks"],
+        serde_json::json!([1])
+    );
+    assert_eq!(
+        prints["layers"][1]["profiled_in"],
+        "Step2 i=0 forward_chunk(0)"
+    );
 }
 
 #[test]

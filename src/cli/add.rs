@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use super::args::{ParallelArgs, RepoArg, index_list, lock_and_recover};
 use super::{ExitStatus, Output, print_diffs};
 use crate::codemod;
-use crate::codemod::printing::silent_layers;
+use crate::codemod::printing::{self, DetailPrints};
 use crate::codemod::summary::{AddAction, AddSummary, describe_existing, layer_choice_note};
 use crate::instrument::status::{self, State};
 use crate::params::{self, Params};
@@ -136,16 +136,32 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
             writeln!(out, "{note}")?;
         }
     }
-    if let (Some(parallel), Some(moe)) = (parallel, &moe) {
-        for silent in silent_layers(moe.num_layers, &parallel, &params)? {
-            out.warning(silent);
-        }
+    let layout = printing::layout(
+        &repo,
+        &args.model,
+        parallel,
+        args.parallel.script.as_deref(),
+        args.parallel.world,
+    );
+    let prints = DetailPrints::new(
+        layout,
+        moe.as_ref().map(|m| m.num_layers),
+        &params.detail_layers,
+        &params.ranks,
+    )?;
+    if prints.has_silent_layer() {
+        out.warning(&prints);
+    } else if args.json {
+        out.note(&prints);
+    } else if !args.quiet {
+        writeln!(out, "{prints}")?;
     }
 
     let replacements = plan.replacements();
     if args.dry_run {
-        let summary =
+        let mut summary =
             AddSummary::of_plan(repo.root.clone(), &plan, action, false, started.elapsed());
+        summary.detail_prints = Some(prints);
         if args.json {
             writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?;
         } else {
@@ -163,6 +179,7 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     write::write_all(&lock, &replacements, &write::Options::default())?;
     let mut summary =
         AddSummary::of_plan(repo.root.clone(), &plan, action, true, started.elapsed());
+    summary.detail_prints = Some(prints);
     if !args.no_ruff {
         summary.ruff = Some(ruff::after_add(&repo.root, &plan));
     }

@@ -49,8 +49,10 @@ pub fn run(args: DemoArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         if let Some(note) = &added.layer_note {
             writeln!(out, "{note}")?;
         }
-        for silent in &added.silent {
-            out.warning(silent);
+        if added.prints.has_silent_layer() {
+            out.warning(&added.prints);
+        } else {
+            writeln!(out, "{}", added.prints)?;
         }
         write!(out, "{}", added.summary)?;
         writeln!(out, "\n== what went into {MODEL_FILE}:")?;

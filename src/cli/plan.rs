@@ -1,5 +1,6 @@
 //! `memprints plan MODEL`: which pipeline stage, model chunk and global ranks host each layer,
-//! and which detail layers will print on the printing ranks.
+//! and which detail layers will print on the printing ranks, under the sizes given, else the
+//! model's example launch script's, else pp=1.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +10,8 @@ use clap::Args;
 
 use super::args::{ParallelArgs, RepoArg, index_list};
 use super::{ExitStatus, Output};
-use crate::codemod::{self, printing::Placement};
+use crate::codemod;
+use crate::codemod::printing::{self, Layout, LayoutSource, Placement};
 use crate::params;
 use crate::pithtrain::placement::Parallel;
 
@@ -46,13 +48,23 @@ pub fn run(args: PlanArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     let (detail_layers, _, moe) =
         codemod::detail_layers(&repo, &args.model, explicit, args.config.clone())?;
     let moe = moe.context("no config found: pass --config PATH")?;
-    let parallel = args.parallel.resolve()?.unwrap_or(Parallel {
-        pp: 1,
-        ep: 1,
-        cp: 1,
-        world: 1,
+    let layout = printing::layout(
+        &repo,
+        &args.model,
+        args.parallel.resolve()?,
+        args.parallel.script.as_deref(),
+        args.parallel.world,
+    )
+    .unwrap_or_else(|_| {
+        let one = Parallel {
+            pp: 1,
+            ep: 1,
+            cp: 1,
+            world: 1,
+        };
+        Layout::new(one, LayoutSource::Assumed, None)
     });
-    let placement = Placement::new(&args.model, &moe, parallel, &detail_layers, &ranks)?;
+    let placement = Placement::new(&args.model, &moe, layout, &detail_layers, &ranks)?;
     if args.json {
         // Through a `Value`, so the keys come out sorted as they always have.
         let json = serde_json::to_value(&placement)?;
@@ -74,8 +86,6 @@ pub fn run(args: PlanArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         ]);
     }
     writeln!(out, "{table}")?;
-    for line in placement.detail_lines(&ranks) {
-        writeln!(out, "{line}")?;
-    }
+    writeln!(out, "{}", placement.detail_prints)?;
     Ok(ExitStatus::Success)
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::printing::{SilentLayer, silent_layers};
+use super::printing::{DetailPrints, Layout, LayoutSource};
 use super::summary::{AddAction, AddSummary, RemoveSummary, layer_choice_note};
 use crate::error::{Error, Result};
 use crate::instrument::status::{self, Status};
@@ -30,8 +30,8 @@ pub const PP: u32 = 2;
 pub struct Added {
     /// How the detail layers were chosen.
     pub layer_note: Option<String>,
-    /// Detail layers that print on none of the ranks with pp=2.
-    pub silent: Vec<SilentLayer>,
+    /// Which ranks print each detail layer with pp=2.
+    pub prints: DetailPrints,
     /// What was written, and the skill's ruff step.
     pub summary: AddSummary,
 }
@@ -54,19 +54,18 @@ pub fn add(repo: &Repo) -> Result<Added> {
         snapshot_dir: "/tmp".into(),
     };
     let plan = super::plan_add(repo, MODEL, &params)?;
-    let silent = match &moe {
-        Some(moe) => silent_layers(
-            moe.num_layers,
-            &Parallel {
-                pp: PP,
-                ep: 1,
-                cp: 1,
-                world: PP,
-            },
-            &params,
-        )?,
-        None => Vec::new(),
+    let parallel = Parallel {
+        pp: PP,
+        ep: 1,
+        cp: 1,
+        world: PP,
     };
+    let prints = DetailPrints::new(
+        Ok(Layout::new(parallel, LayoutSource::Arguments, None)),
+        moe.as_ref().map(|m| m.num_layers),
+        &params.detail_layers,
+        &params.ranks,
+    )?;
     write::write_all(&lock, &plan.replacements(), &write::Options::default())?;
     let mut summary = AddSummary::of_plan(
         repo.root.clone(),
@@ -78,7 +77,7 @@ pub fn add(repo: &Repo) -> Result<Added> {
     summary.ruff = Some(ruff::after_add(&repo.root, &plan));
     Ok(Added {
         layer_note: layer_choice_note(&choice, &params),
-        silent,
+        prints,
         summary,
     })
 }

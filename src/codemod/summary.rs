@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::printing::DetailPrints;
 use super::{LayerChoice, Removal};
 use crate::instrument::AddPlan;
 use crate::instrument::status::{State, Status};
@@ -42,6 +43,9 @@ pub struct AddSummary {
     /// The skill's ruff step on the written files; `null` when it did not run (`--no-ruff`,
     /// `--dry-run`, `skipped`).
     pub ruff: Option<RuffStep>,
+    /// Which ranks will print each detail layer under the layout `add` knows (its one line,
+    /// as facts); `null` when `add` skipped the tree.
+    pub detail_prints: Option<DetailPrints>,
     /// How long planning, checking and writing took (text only: not part of the JSON).
     #[serde(skip)]
     pub elapsed: Duration,
@@ -120,6 +124,7 @@ impl AddSummary {
             files,
             labels,
             ruff: None,
+            detail_prints: None,
             elapsed,
         }
     }
@@ -137,6 +142,7 @@ impl AddSummary {
             files: Vec::new(),
             labels: Vec::new(),
             ruff: None,
+            detail_prints: None,
             elapsed: Duration::ZERO,
         }
     }

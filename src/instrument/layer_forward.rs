@@ -11,11 +11,11 @@
 //! ```text
 //! before                                   after
 //! # Stage 1.                               _do_lmem = _layer_mem_profile and block.idx in (0, 1)
-//! ...                                      _do_saved = ...; _wt_ptrs = {...}
+//! ...                                      _do_saved = _layer_mem_profile and block.idx in (0, 1)
 //! out = block.forward_stage1(...)          # Stage 1.
 //!                                          ...
 //!                                          if _do_saved:
-//!                                              _prof = _SavedTensorsProfiler(block.idx, ...)
+//!                                              _prof = _SavedTensorsProfiler(block, ...)
 //!                                              with _prof:
 //!                                                  out = block.forward_stage1(...)
 //!                                              _prof.print_summary()
@@ -207,5 +207,28 @@ def layer_forward(block, hidden_states, layer_record):
     #[test]
     fn group_5a_blocks_are_recognised() {
         testing::check_blocks(&super::GROUP);
+    }
+
+    #[test]
+    fn the_profiler_is_handed_the_layer_object_and_no_pointers_collected_before_fsdp() {
+        let values = [
+            ("LAYER", "block"),
+            ("STAGE", "stage3"),
+            ("STATEMENT", "x = 1"),
+        ];
+        let wrapper = crate::template::LAYER_FORWARD.fill("saved_tensors", &values);
+        assert!(
+            wrapper.contains("_prof = _SavedTensorsProfiler(block, \"stage3\")\n"),
+            "{wrapper}"
+        );
+        let preamble = crate::template::LAYER_FORWARD.fill(
+            "preamble",
+            &[("LAYER", "block"), ("DETAIL_LAYERS", "(0, 1)")],
+        );
+        assert_eq!(
+            preamble,
+            "_do_lmem = _layer_mem_profile and block.idx in (0, 1)\n\
+             _do_saved = _layer_mem_profile and block.idx in (0, 1)"
+        );
     }
 }

@@ -4,8 +4,11 @@
 //! - 4A: the `_profiling` flag and a "Before pipeline" print, just before `# Step 1` at the level
 //!   of `step()`'s body (not inside `if self.is_first_pp_rank:`, where every stage but the first
 //!   would skip it).
-//! - 4B-4E: prints inside the loops of steps 1-4 and after each loop; step 1's second iteration
-//!   (phase 0) and step 2's first (phase 1) switch on per-layer profiling in `execution.py`.
+//! - 4B-4E: prints inside the loops of steps 1-4 and after each loop; per-layer profiling in
+//!   `execution.py` is switched on around one forward of each chunk: phase 0 in step 1's second
+//!   iteration, or in step 2's first where step 1 has none (`step_1 < 2`: the last pp rank,
+//!   whose step 1 is empty), and phase 1 in step 2's first iteration. So every layer prints on
+//!   the ranks that host it.
 //! - 4G: "After Step8" after `assert WeightGradStore.funcs_queue.empty()`.
 //!
 //! ```text
@@ -114,7 +117,8 @@ fn insert(edits: &mut FileEdits, params: &Params) -> Result<Words> {
     let near2 = loop_2.start().to_usize();
     let f0 = anchor::nth_call(src, fname, body, "_forward_chunk", 0, near2)?;
     let f1 = anchor::nth_call(src, fname, body, "_forward_chunk", 1, near2)?;
-    edits.insert_after(f0, &block("step2_chunk0"))?;
+    edits.insert_before(f0, &block("step2_phase0_profile_on"), 0)?;
+    edits.insert_after(f0, &join(&["step2_phase0_profile_off", "step2_chunk0"]))?;
     edits.insert_before(f1, &block("step2_layer_profile_on"), 0)?;
     edits.insert_after(f1, &join(&["step2_layer_profile_off", "step2_chunk1"]))?;
     edits.insert_after(loop_2, &block("step2_after"))?;

@@ -4,8 +4,10 @@
 //! (pp, dp, cp, ep), row-major, so pipeline rank `r` holds global ranks
 //! `r*dp*cp*ep .. (r+1)*dp*cp*ep`.
 //!
-//! Per-layer detail prints only from the chunks the pipeline profiles: Step 1's `i == 1`
-//! (phase 0), which exists only when `pp_rank < pp - 1`, and Step 2's `i == 0` (phase 1).
+//! Per-layer detail prints from one forward of every chunk (group 4 switches the profiling on):
+//! phase 0 at Step 1's `i == 1` where Step 1 has a second iteration (`pp_rank < pp - 1`), else
+//! (the last pp rank, whose Step 1 is empty) at Step 2's `i == 0`; phase 1 at Step 2's `i == 0`.
+//! So every layer prints on the global ranks that host it, when they are printing ranks.
 
 use crate::error::{Error, Result};
 
@@ -125,8 +127,22 @@ pub struct Chunk {
     pub layers: Vec<u32>,
     /// The global ranks that run it.
     pub global_ranks: Vec<u32>,
-    /// Whether the pipeline switches per-layer profiling on for this chunk.
+    /// Whether the pipeline switches per-layer profiling on for this chunk (every chunk is).
     pub profiled: bool,
+    /// The forward the profiling covers, as the pipeline's prints name it: `Step1 i=1`,
+    /// `Step2 i=0 forward_chunk(0)` or `Step2 i=0 forward_chunk(1)`.
+    pub profiled_in: &'static str,
+}
+
+/// The forward of `phase` on pipeline rank `pp_rank` that group 4 profiles: Step 1's second
+/// forward of phase 0 where Step 1 has one (`step_1 = 2 * (pp - 1 - pp_rank) >= 2`), else Step
+/// 2's first.
+pub fn profiled_forward(pp_rank: u32, phase: u32, pp: u32) -> &'static str {
+    match phase {
+        0 if pp_rank + 1 < pp => "Step1 i=1",
+        0 => "Step2 i=0 forward_chunk(0)",
+        _ => "Step2 i=0 forward_chunk(1)",
+    }
 }
 
 /// Every chunk of every pipeline rank.
@@ -156,11 +172,17 @@ pub fn chunks(num_layers: u32, parallel: &Parallel) -> Result<Vec<Chunk>> {
                 stage,
                 layers: layer_partition(num_layers, stage_count, stage).collect(),
                 global_ranks: global_ranks.clone(),
-                profiled: phase == 1 || r + 1 < parallel.pp,
+                profiled: true,
+                profiled_in: profiled_forward(r, phase, parallel.pp),
             });
         }
     }
     Ok(out)
+}
+
+/// The chunk that holds `layer` (a layer is in exactly one), `None` past the last layer.
+pub fn host(chunks: &[Chunk], layer: u32) -> Option<&Chunk> {
+    chunks.iter().find(|c| c.layers.contains(&layer))
 }
 
 /// For each detail layer, the global ranks (among `ranks`) where it prints per-layer detail.
@@ -215,15 +237,26 @@ mod tests {
             vec![
                 (0, 0, vec![0], true),
                 (0, 1, vec![3], true),
-                (1, 0, vec![1], false),
+                (1, 0, vec![1], true),
                 (1, 1, vec![2], true)
+            ]
+        );
+        let when: Vec<&str> = chunks.iter().map(|c| c.profiled_in).collect();
+        assert_eq!(
+            when,
+            [
+                "Step1 i=1",
+                "Step2 i=0 forward_chunk(1)",
+                "Step2 i=0 forward_chunk(0)",
+                "Step2 i=0 forward_chunk(1)"
             ]
         );
     }
 
     #[test]
-    fn a_layer_in_the_last_ranks_phase_zero_prints_nowhere() {
-        // The real run: 4 layers, pp=2, ranks {0, 1}; detail layer 1 never printed.
+    fn a_layer_in_the_last_ranks_phase_zero_prints_on_its_ranks() {
+        // The real 2-GPU run: 4 layers, pp=2, ranks {0, 1}; detail layer 1 (phase 0 of the
+        // last pp rank) printed nowhere before Step 2's i == 0 profiled that chunk too.
         let chunks = chunks(
             4,
             &Parallel {
@@ -234,8 +267,109 @@ mod tests {
             },
         )
         .unwrap();
-        let printers = detail_printers(&chunks, &[0, 1], &[0, 1]);
-        assert_eq!(printers, vec![(0, vec![0]), (1, vec![])]);
+        assert_eq!(
+            detail_printers(&chunks, &[0, 1], &[0, 1]),
+            vec![(0, vec![0]), (1, vec![1])]
+        );
+        // With the default ranks {0}, layer 1 is on rank 1 only.
+        assert_eq!(
+            detail_printers(&chunks, &[0, 1], &[0]),
+            vec![(0, vec![0]), (1, vec![])]
+        );
+        assert_eq!(host(&chunks, 1).map(|c| c.pp_rank), Some(1));
+        assert_eq!(host(&chunks, 4), None);
+    }
+
+    #[test]
+    fn at_pp_1_both_chunks_of_the_only_rank_are_profiled_in_step_2() {
+        // pp=1: step_1 = 0, so phase 0 (the first half of the layers) is profiled at Step 2's
+        // first forward_chunk(0), as the kept H200 log shows.
+        let chunks = chunks(
+            4,
+            &Parallel {
+                pp: 1,
+                ep: 1,
+                cp: 1,
+                world: 1,
+            },
+        )
+        .unwrap();
+        let table: Vec<(u32, Vec<u32>, &str)> = chunks
+            .iter()
+            .map(|c| (c.phase, c.layers.clone(), c.profiled_in))
+            .collect();
+        assert_eq!(
+            table,
+            vec![
+                (0, vec![0, 1], "Step2 i=0 forward_chunk(0)"),
+                (1, vec![2, 3], "Step2 i=0 forward_chunk(1)")
+            ]
+        );
+        assert_eq!(
+            detail_printers(&chunks, &[0, 1], &[0]),
+            vec![(0, vec![0]), (1, vec![0])]
+        );
+    }
+
+    #[test]
+    fn every_layer_prints_on_the_first_rank_of_its_host_at_pp_1_2_4() {
+        for num_layers in [4, 24, 27, 36, 40, 48, 60] {
+            for pp in [1, 2, 4].into_iter().filter(|pp| 2 * pp <= num_layers) {
+                let parallel = Parallel {
+                    pp,
+                    ep: 8,
+                    cp: 1,
+                    world: pp * 8,
+                };
+                let chunks = chunks(num_layers, &parallel).unwrap();
+                let firsts: Vec<u32> = chunks.iter().map(|c| c.global_ranks[0]).collect();
+                let layers: Vec<u32> = (0..num_layers).collect();
+                for (layer, printers) in detail_printers(&chunks, &layers, &firsts) {
+                    let host = host(&chunks, layer).unwrap();
+                    assert_eq!(
+                        printers,
+                        vec![host.global_ranks[0]],
+                        "{num_layers} layers, pp={pp}: layer {layer}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_default_detail_layers_of_the_real_models_print_on_rank_0_at_pp_1_2_4() {
+        // (example config, num_hidden_layers, default detail layers, the example script's ep)
+        // of the PithTrain export's examples/pretrain_lm.
+        let models = [
+            ("qwen3-30b-a3b", 48, [0, 1], 8),
+            ("qwen3.5-35b-a3b", 40, [0, 1], 8),
+            ("deepseek-v2-lite", 27, [1, 2], 2),
+            ("gpt-oss-20b", 24, [0, 1], 8),
+            ("gpt-oss-120b", 36, [0, 1], 8),
+        ];
+        for (name, num_layers, detail, ep) in models {
+            for pp in [1, 2, 4] {
+                let parallel = Parallel {
+                    pp,
+                    ep,
+                    cp: 1,
+                    world: pp * ep,
+                };
+                let chunks = chunks(num_layers, &parallel).unwrap();
+                assert_eq!(
+                    detail_printers(&chunks, &detail, &[0]),
+                    vec![(detail[0], vec![0]), (detail[1], vec![0])],
+                    "{name} at pp={pp}"
+                );
+                // Phase 0 of pp rank 0: Step 1's second forward, or Step 2's first at pp=1.
+                let expected = if pp == 1 {
+                    "Step2 i=0 forward_chunk(0)"
+                } else {
+                    "Step1 i=1"
+                };
+                assert_eq!(host(&chunks, detail[1]).unwrap().profiled_in, expected);
+            }
+        }
     }
 
     #[test]
