@@ -25,6 +25,8 @@ pub struct FormatSettings {
     pub magic_trailing_comma: MagicTrailingComma,
     /// `target-version`.
     pub target_version: PythonVersion,
+    /// `format.indent-style = "tab"`: whole files are formatted with tabs.
+    pub tabs: bool,
 }
 
 impl Default for FormatSettings {
@@ -36,6 +38,7 @@ impl Default for FormatSettings {
             quote_style: QuoteStyle::Double,
             magic_trailing_comma: MagicTrailingComma::Respect,
             target_version: PythonVersion::default(),
+            tabs: false,
         }
     }
 }
@@ -79,6 +82,13 @@ impl FormatSettings {
                     other => return Err(format!("unknown quote-style `{other}`")),
                 };
             }
+            if let Some(style) = format.get("indent-style").and_then(toml::Value::as_str) {
+                settings.tabs = match style {
+                    "tab" => true,
+                    "space" => false,
+                    other => return Err(format!("unknown indent-style `{other}`")),
+                };
+            }
             if format
                 .get("skip-magic-trailing-comma")
                 .and_then(toml::Value::as_bool)
@@ -90,13 +100,19 @@ impl FormatSettings {
         Ok(settings)
     }
 
-    /// Formatter options for code whose every line will be indented by `indent_columns` more.
-    fn options(&self, indent_columns: usize) -> PyFormatOptions {
+    /// Formatter options for code whose every line will be indented by `indent_columns` more,
+    /// nesting with tabs when `tabs`.
+    fn options(&self, indent_columns: usize, tabs: bool) -> PyFormatOptions {
         let width = (self.line_width as usize)
             .saturating_sub(indent_columns)
             .max(1);
+        let style = if tabs {
+            IndentStyle::Tab
+        } else {
+            IndentStyle::Space
+        };
         PyFormatOptions::default()
-            .with_indent_style(IndentStyle::Space)
+            .with_indent_style(style)
             .with_indent_width(IndentWidth::try_from(self.indent_width).unwrap_or_default())
             .with_line_width(LineWidth::try_from(width as u16).unwrap_or_default())
             .with_quote_style(self.quote_style)
@@ -106,17 +122,38 @@ impl FormatSettings {
 
     /// Formats a whole module.
     pub fn format_module(&self, source: &str) -> Result<String, String> {
-        format_module_source(source, self.options(0))
+        format_module_source(source, self.options(0, self.tabs))
             .map(|printed| printed.into_code())
             .map_err(|e| e.to_string())
     }
 
-    /// Formats statements that will sit at `indent_columns` of indentation; `snippet` itself is
-    /// not indented. The result has no trailing newline.
-    pub fn format_snippet(&self, snippet: &str, indent_columns: usize) -> Result<String, String> {
+    /// The columns `indent` (leading spaces and tabs) takes: a tab counts as `indent-width`
+    /// columns, as Ruff counts it.
+    pub fn columns(&self, indent: &str) -> usize {
+        indent
+            .chars()
+            .map(|c| {
+                if c == '\t' {
+                    self.indent_width as usize
+                } else {
+                    1
+                }
+            })
+            .sum()
+    }
+
+    /// Formats statements that will sit behind the indentation `indent`, nesting with tabs when
+    /// `tabs` (the file's own indentation); `snippet` itself is not indented. The result has no
+    /// trailing newline.
+    pub fn format_snippet(
+        &self,
+        snippet: &str,
+        indent: &str,
+        tabs: bool,
+    ) -> Result<String, String> {
         let mut source = snippet.to_string();
         source.push('\n');
-        let printed = format_module_source(&source, self.options(indent_columns))
+        let printed = format_module_source(&source, self.options(self.columns(indent), tabs))
             .map_err(|e| e.to_string())?;
         Ok(printed.into_code().trim_end_matches('\n').to_string())
     }
@@ -161,10 +198,15 @@ mod tests {
             ..FormatSettings::default()
         };
         let call = "x = f(aaaaaaaa, bbbbbbbb)";
-        assert_eq!(settings.format_snippet(call, 0).unwrap(), call);
+        assert_eq!(settings.format_snippet(call, "", false).unwrap(), call);
         assert_eq!(
-            settings.format_snippet(call, 8).unwrap(),
+            settings.format_snippet(call, "        ", false).unwrap(),
             "x = f(\n    aaaaaaaa, bbbbbbbb\n)"
+        );
+        // Two tabs are eight columns; nesting is done with tabs.
+        assert_eq!(
+            settings.format_snippet(call, "\t\t", true).unwrap(),
+            "x = f(\n\taaaaaaaa, bbbbbbbb\n)"
         );
     }
 }

@@ -129,11 +129,7 @@ pub fn plan_file(
     target: Target,
     src: &PySource,
 ) -> Result<FileChange> {
-    if Vocabulary::get().needs_torch(target) && !binds_torch(src) {
-        return Err(Error::TorchNotImported {
-            file: src.rel.clone(),
-        });
-    }
+    require_torch(target, src)?;
     let mut edits = FileEdits::new(src, settings);
     let mut placed = Vec::new();
     for group in groups_of(target) {
@@ -159,6 +155,16 @@ pub fn plan_group(
     let mut edits = FileEdits::new(src, settings);
     (group.insert)(&mut edits, params)?;
     edits.apply()
+}
+
+/// Refuses a file of `target` whose inserted code needs `torch` when it does not import it.
+pub(crate) fn require_torch(target: Target, src: &PySource) -> Result<()> {
+    if Vocabulary::get().needs_torch(target) && !binds_torch(src) {
+        return Err(Error::TorchNotImported {
+            file: src.rel.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// True when a top-level `import torch` (or `import torch.x`, which binds `torch` too) exists.

@@ -87,7 +87,7 @@ impl PySource {
             &self.text[start..cut_start],
             &self.text[cut_end..end]
         );
-        let indent = self.indent_at(node.range().start().to_usize()).len();
+        let indent = self.indent_at(node.range().start().to_usize());
         crate::text::dedent(text.trim_end_matches(['\n', '\r']), indent).replace('\r', "")
     }
 
@@ -97,7 +97,7 @@ impl PySource {
     pub fn lines_text(&self, first: &impl Ranged, last: &impl Ranged) -> String {
         let start = self.full_lines(first).0;
         let end = self.full_lines(last).1;
-        let indent = self.indent_at(first.range().start().to_usize()).len();
+        let indent = self.indent_at(first.range().start().to_usize());
         crate::text::dedent(self.text[start..end].trim_end_matches(['\n', '\r']), indent)
             .replace('\r', "")
     }
