@@ -161,6 +161,13 @@ impl std::fmt::Display for LeftAlone {
             LeftAlone::Edited { lines } if lines.is_empty() => {
                 write!(f, "inserted lines were deleted")
             }
+            LeftAlone::Edited { lines } if lines.len() == 1 && lines[0].0 == lines[0].1 => {
+                write!(
+                    f,
+                    "line {} differs from what memprints inserted",
+                    lines[0].0
+                )
+            }
             LeftAlone::Edited { lines } => write!(
                 f,
                 "lines {} differ from what memprints inserted",

@@ -27,12 +27,14 @@ pub enum CommitError {
     )]
     FileTooLarge { path: PathBuf },
 
-    #[error("{file}: cannot keep its owner {uid}:{gid} when replacing it: {source}")]
+    /// `cause` is printed in the message, so it is not an error `source`: a chain printer would
+    /// print it twice.
+    #[error("{file}: cannot keep its owner {uid}:{gid} when replacing it: {cause}")]
     OwnerNotKept {
         file: String,
         uid: u32,
         gid: u32,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     #[error(
