@@ -382,3 +382,50 @@ fn a_file_of_long_comment_runs_is_instrumented_and_restored_to_the_byte() {
     tree.run(&["remove"]).success();
     assert_eq!(changed(&original, &tree.snapshot()), Vec::<String>::new());
 }
+
+/// Found by the `strip` fuzz target: a statement ending in a multi-byte character (`Š`) made
+/// the line arithmetic slice inside the character. Each kept crash input runs through what the
+/// target runs; the CLI case is the same statement in an instrumented file.
+#[test]
+fn fuzz_crash_inputs_stay_fixed() {
+    use memprints::edit::format::FormatSettings;
+    use memprints::instrument::verify;
+    use memprints::pithtrain::Target;
+    use memprints::python::PySource;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz/strip");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let data = std::fs::read(entry.unwrap().path()).unwrap();
+        let (&which, rest) = data.split_first().unwrap();
+        let target = Target::ALL[which as usize % Target::ALL.len()];
+        let Ok(text) = std::str::from_utf8(rest) else {
+            continue;
+        };
+        if let Ok(src) = PySource::parse("fuzz.py", text.to_string()) {
+            let settings = FormatSettings::default();
+            let _ = memprints::instrument::strip::strip(&src, &settings);
+            let fallback = memprints::params::Params {
+                ranks: vec![0],
+                detail_layers: vec![0, 1],
+                snapshot_dir: "/tmp".into(),
+            };
+            let _ = verify::check(&settings, target, &src, &fallback);
+        }
+        seen += 1;
+    }
+    assert!(seen > 0);
+
+    let tree = Tree::new();
+    let expected = Tree::new();
+    tree.run(&["add", "tiny-moe", "--no-ruff", "-q"]).success();
+    for t in [&tree, &expected] {
+        let text = t.read(TRAINING);
+        t.write(TRAINING, &format!("{text}\nrésumé = 1\nrésumé\nŠ\n"));
+    }
+    tree.run(&["status"]).code(0);
+    tree.run(&["remove"]).success();
+    assert_eq!(
+        changed(&expected.snapshot(), &tree.snapshot()),
+        Vec::<String>::new()
+    );
+}

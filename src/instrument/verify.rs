@@ -89,9 +89,10 @@ pub fn check(
     if text == src.text {
         return judged(Some(text), Verdict::Exact);
     }
+    // A stripped text that does not parse is never written, not even with `--force`.
     let candidate = match PySource::parse(src.rel.clone(), text.clone()) {
         Ok(candidate) => candidate,
-        Err(e) => return unverifiable(Some(text), e),
+        Err(e) => return unverifiable(None, e),
     };
     let params = params_in(target, src, fallback);
     let groups: Vec<&'static Group> = groups_of(target).collect();
