@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::instrument::add::{self, AddPlan};
 use crate::instrument::status::{self, State, Status};
 use crate::instrument::strip::strip;
+use crate::instrument::verify::{Verdict, ranges_text};
 use crate::params::Params;
 use crate::pithtrain::moe_rule::{self, MoeLayers};
 use crate::pithtrain::{self, PerTarget, Repo, Target};
@@ -160,23 +161,18 @@ impl std::fmt::Display for LeftAlone {
             LeftAlone::Edited { lines } if lines.is_empty() => {
                 write!(f, "inserted lines were deleted")
             }
-            LeftAlone::Edited { lines } => {
-                let ranges: Vec<String> = lines
-                    .iter()
-                    .map(|&(a, b)| {
-                        if a == b {
-                            a.to_string()
-                        } else {
-                            format!("{a}-{b}")
-                        }
-                    })
-                    .collect();
+            LeftAlone::Edited { lines } if lines.len() == 1 && lines[0].0 == lines[0].1 => {
                 write!(
                     f,
-                    "lines {} differ from what memprints inserted",
-                    ranges.join(", ")
+                    "line {} differs from what memprints inserted",
+                    lines[0].0
                 )
             }
+            LeftAlone::Edited { lines } => write!(
+                f,
+                "lines {} differ from what memprints inserted",
+                ranges_text(lines)
+            ),
             LeftAlone::Unverifiable { reason } => write!(f, "cannot verify the removal: {reason}"),
         }
     }
@@ -185,6 +181,8 @@ impl std::fmt::Display for LeftAlone {
 /// A file `remove` restores, or leaves alone.
 #[derive(Debug, Clone)]
 pub struct FileRemoval {
+    /// Its target.
+    pub target: Target,
     /// Path relative to the repository root.
     pub rel: String,
     /// The text on disk.
@@ -193,6 +191,11 @@ pub struct FileRemoval {
     pub restored: String,
     /// Why the file stays as it is, when it does.
     pub left_alone: Option<LeftAlone>,
+    /// With `--force`: why the file would have been left alone, when it would have.
+    pub forced: Option<LeftAlone>,
+    /// With `--force`: the lines the user edited inside inserted code that the removal takes
+    /// out, as (1-based line number, text).
+    pub user_lines_removed: Vec<(usize, String)>,
 }
 
 /// What `remove` would do.
@@ -200,12 +203,10 @@ pub struct FileRemoval {
 pub struct Removal {
     /// The tree's status before.
     pub status: Status,
-    /// The instrumented model.
-    pub model: String,
-    /// The parameters the instrumentation was added with.
-    pub params: Params,
-    /// The six files.
-    pub files: PerTarget<FileRemoval>,
+    /// The instrumented model, when one model file holds instrumentation.
+    pub model: Option<String>,
+    /// Every file that holds instrumentation, in the skill's order.
+    pub files: Vec<FileRemoval>,
 }
 
 impl Removal {
@@ -228,87 +229,83 @@ impl Removal {
     }
 }
 
-/// Plans `remove`: strips every file, then verifies each candidate by adding the same
-/// instrumentation again; a file whose re-instrumented candidate differs from what is on disk
-/// holds user edits inside inserted code and is left alone. Files are verified one by one, so
-/// one file left alone does not keep the others instrumented.
-pub fn plan_remove(repo: &Repo) -> Result<Option<Removal>> {
+/// Plans `remove` on whatever part of the tree is instrumented: each file that holds markers is
+/// stripped and verified on its own ([`crate::instrument::verify`]: adding the same groups again,
+/// with the values read off that file, must give the file back), so any subset of the six files
+/// comes out, whatever the model and however many ranks. A file the user edited inside
+/// inserted code is left alone, unless `force`: then its stripped text is written too, and the
+/// user's lines that go with it are listed.
+pub fn plan_remove(repo: &Repo, force: bool) -> Result<Option<Removal>> {
     let status = status::scan(repo)?;
     if status.state == State::Absent {
         return Ok(None);
     }
-    let incomplete = |what: &'static str| Error::IncompleteInstrumentation {
-        root: repo.root.display().to_string(),
-        what,
-    };
-    let model = status
-        .model()
-        .ok_or_else(|| incomplete("which model is instrumented"))?
-        .to_string();
-    let params = status
-        .params()
-        .ok_or_else(|| incomplete("the ranks, detail layers and snapshot folder"))?;
-    let currents = repo.read_targets(&model)?;
-    // A candidate that cannot be made stays the current text, with the reason.
-    let mut failures: PerTarget<Option<LeftAlone>> = PerTarget::from_fn(|_| None);
-    let candidates: PerTarget<PySource> = PerTarget::try_from_fn(|target| {
-        let current = &currents[target];
-        let stripped = strip(current, &repo.settings)
-            .and_then(|text| PySource::parse(current.rel.clone(), text));
-        stripped.or_else(|e| {
-            failures[target] = Some(LeftAlone::Unverifiable {
-                reason: e.to_string(),
-            });
-            PySource::parse(current.rel.clone(), current.text.clone())
+    let files = status
+        .files
+        .iter()
+        .filter_map(|file| file.check.as_ref())
+        .map(|check| {
+            let why = match &check.verdict {
+                Verdict::Exact => None,
+                Verdict::Edited { lines } => Some(LeftAlone::Edited {
+                    lines: lines.clone(),
+                }),
+                Verdict::Unverifiable { reason } => Some(LeftAlone::Unverifiable {
+                    reason: reason.clone(),
+                }),
+            };
+            let (left_alone, forced) = match (why, &check.stripped) {
+                (Some(why), Some(_)) if force => (None, Some(why)),
+                (why, _) => (why, None),
+            };
+            let restored = check
+                .stripped
+                .clone()
+                .unwrap_or_else(|| check.current.clone());
+            let user_lines_removed = match &forced {
+                Some(LeftAlone::Edited { lines }) => {
+                    lines_removed(&check.current, &restored, lines)
+                }
+                _ => Vec::new(),
+            };
+            FileRemoval {
+                target: check.target,
+                rel: check.rel.clone(),
+                current: check.current.clone(),
+                restored,
+                left_alone,
+                forced,
+                user_lines_removed,
+            }
         })
-    })?;
-    let mut replanned = add::plan_files(&repo.settings, &params, &candidates).into_iter();
-    let files = PerTarget::from_fn(|target| {
-        let current = &currents[target];
-        let candidate = &candidates[target];
-        let replanned = replanned.next().expect("one plan per target");
-        let left_alone = failures[target].take().or_else(|| match replanned {
-            Err(e) => Some(LeftAlone::Unverifiable {
-                reason: e.to_string(),
-            }),
-            Ok(plan) if plan.updated == current.text => None,
-            Ok(_) if candidate.text == current.text => None,
-            Ok(plan) => Some(edited_lines(&plan.updated, &current.text)),
-        });
-        FileRemoval {
-            rel: current.rel.clone(),
-            current: current.text.clone(),
-            restored: candidate.text.clone(),
-            left_alone,
-        }
-    });
+        .collect();
     Ok(Some(Removal {
+        model: status.model().map(str::to_string),
         status,
-        model,
-        params,
         files,
     }))
 }
 
-/// Which lines of `current` differ from `expected`, for a file the user edited inside.
-fn edited_lines(expected: &str, current: &str) -> LeftAlone {
-    let diff = similar::TextDiff::from_lines(expected, current);
-    let lines = diff
-        .ops()
+/// The lines of `current` within `edited` (1-based, inclusive ranges) that are gone in
+/// `restored`, with their text.
+fn lines_removed(current: &str, restored: &str, edited: &[(usize, usize)]) -> Vec<(usize, String)> {
+    let diff = similar::TextDiff::from_lines(current, restored);
+    let lines: Vec<&str> = current.split_inclusive('\n').collect();
+    diff.ops()
         .iter()
-        .filter(|op| op.tag() != similar::DiffTag::Equal && !op.new_range().is_empty())
-        .map(|op| {
-            let range = op.new_range();
-            (range.start + 1, range.end)
-        })
-        .collect();
-    LeftAlone::Edited { lines }
+        .filter(|op| op.tag() != similar::DiffTag::Equal)
+        .flat_map(|op| op.old_range())
+        .map(|i| i + 1)
+        .filter(|n| edited.iter().any(|&(a, b)| (a..=b).contains(n)))
+        .map(|n| (n, lines[n - 1].trim_end_matches(['\n', '\r']).to_string()))
+        .collect()
 }
 
-/// Plans `add --on-existing update`: takes the instrumentation out in memory, then adds it with
-/// the new parameters; only the ranks, detail layers and snapshot folder change.
+/// Plans `add --on-existing update`, also on a partly instrumented tree: takes the
+/// instrumentation out of the files that hold it (in memory), then adds it to all six with the
+/// new parameters. Files that hold none are instrumented from their text on disk.
 pub fn plan_update(repo: &Repo, model: &str, params: &Params) -> Result<AddPlan> {
-    let removal = plan_remove(repo)?.ok_or_else(|| Error::NotInstrumented {
+    let removal = plan_remove(repo, false)?.ok_or_else(|| Error::NotInstrumented {
         root: repo.root.display().to_string(),
     })?;
     if let Some((file, why)) = removal
@@ -321,21 +318,24 @@ pub fn plan_update(repo: &Repo, model: &str, params: &Params) -> Result<AddPlan>
             lines: why.to_string(),
         });
     }
-    if removal.model != model {
+    if let Some(other) = removal.status.models.iter().find(|m| *m != model) {
         return Err(Error::InstrumentedForOtherModel {
-            file: removal.files[Target::Model].rel.clone(),
-            instrumented: removal.model.clone(),
+            file: repo.model_file(other)?,
+            instrumented: other.clone(),
             requested: model.to_string(),
         });
     }
-    let sources = PerTarget::try_from_fn(|target| {
-        let file = &removal.files[target];
-        PySource::parse(file.rel.clone(), file.restored.clone())
-    })?;
+    let mut sources = repo.read_targets(model)?;
+    let currents: PerTarget<String> = sources.as_ref().map(|_, src| src.text.clone());
+    for file in &removal.files {
+        if sources[file.target].rel == file.rel {
+            sources[file.target] = PySource::parse(file.rel.clone(), file.restored.clone())?;
+        }
+    }
     let mut plan = add::plan_sources(&repo.settings, model, params, &sources)?;
     check(repo, &mut plan)?;
-    for (file, removed) in plan.files.iter_mut().zip(&removal.files) {
-        file.original = removed.current.clone();
+    for (file, current) in plan.files.iter_mut().zip(currents.iter()) {
+        file.original = current.clone();
     }
     Ok(plan)
 }

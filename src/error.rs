@@ -17,6 +17,17 @@ pub enum Error {
         cause: std::io::Error,
     },
 
+    /// A file is not UTF-8 text.
+    #[error(
+        "{file}: not UTF-8 text (invalid bytes after byte {offset}); memprints reads Python sources as UTF-8"
+    )]
+    NotUtf8 {
+        /// The file, relative to the repository root.
+        file: String,
+        /// How many bytes are valid UTF-8.
+        offset: usize,
+    },
+
     /// A file is not valid Python.
     #[error("{file}: not valid Python: {message}")]
     Parse {
@@ -156,7 +167,7 @@ pub enum Error {
 
     /// The user edited inside inserted code, so memprints will not rewrite the file.
     #[error(
-        "{file}: cannot update: {lines}; take those edits out (or `memprints remove`, which leaves this file) and try again"
+        "{file}: cannot update: {lines}; take those edits out and try again, or run `memprints remove --force` (it takes them out with the prints) and then `memprints add`"
     )]
     UserEdited {
         /// The file.

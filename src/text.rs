@@ -32,29 +32,34 @@ pub fn indent(text: &str, prefix: &str) -> String {
     out
 }
 
-/// Removes up to `width` leading spaces from every line; a line with fewer loses all of its
-/// leading spaces. Only spaces count as columns: a tab is left where it is.
+/// Removes the indentation `prefix` (a line's leading spaces and tabs) from every line; a line
+/// that starts with less of it loses what it has of it, so tabs and spaces are never mixed up.
 ///
 /// ```
 /// use memprints::text::dedent;
 ///
-/// assert_eq!(dedent("    a\n        b", 4), "a\n    b");
-/// // Lines indented less than `width` (and empty lines) lose what they have.
-/// assert_eq!(dedent("    a\n  b\n\n    c", 4), "a\nb\n\nc");
+/// assert_eq!(dedent("    a\n        b", "    "), "a\n    b");
+/// // Lines indented less than `prefix` (and empty lines) lose what they have of it.
+/// assert_eq!(dedent("    a\n  b\n\n    c", "    "), "a\nb\n\nc");
 /// // A trailing newline stays; none is added.
-/// assert_eq!(dedent("    a\n", 4), "a\n");
-/// // Tabs are not columns.
-/// assert_eq!(dedent("\ta", 4), "\ta");
-/// assert_eq!(dedent("", 4), "");
+/// assert_eq!(dedent("    a\n", "    "), "a\n");
+/// // A tab-indented block loses its tabs; a tab is never taken for spaces.
+/// assert_eq!(dedent("\t\ta\n\t\t\tb", "\t\t"), "a\n\tb");
+/// assert_eq!(dedent("\ta", "    "), "\ta");
+/// assert_eq!(dedent("", "    "), "");
 /// ```
-pub fn dedent(text: &str, width: usize) -> String {
+pub fn dedent(text: &str, prefix: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for (i, line) in text.split('\n').enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        let spaces = line.len() - line.trim_start_matches(' ').len();
-        out.push_str(&line[spaces.min(width)..]);
+        let common = line
+            .bytes()
+            .zip(prefix.bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        out.push_str(&line[common..]);
     }
     out
 }
@@ -94,6 +99,6 @@ mod tests {
     #[test]
     fn dedent_then_indent_gives_back_indented_text() {
         let text = "    a\n\n        b";
-        assert_eq!(indent(&dedent(text, 4), "    "), text);
+        assert_eq!(indent(&dedent(text, "    "), "    "), text);
     }
 }

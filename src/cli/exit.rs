@@ -67,13 +67,30 @@ pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
             .downcast_ref::<crate::Error>()
             .is_some_and(crate::Error::is_bug)
     });
+    let message = one_line(err);
     if bug {
-        out.stderr(format_args!("memprints: internal error: {err:#}\n"));
+        out.stderr(format_args!("memprints: internal error: {message}\n"));
         ExitStatus::InternalError
     } else {
-        out.stderr(format_args!("memprints: error: {err:#}\n"));
+        out.stderr(format_args!("memprints: error: {message}\n"));
         ExitStatus::Error
     }
+}
+
+/// The error and its causes, `: `-separated, each cause once: one that an outer message already
+/// says (an error that prints its `source` in its own text) is not said again.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if message.is_empty() {
+            message = text;
+        } else if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
 }
 
 /// Says what a panic was, in one line and without a backtrace, and asks for a report. Installed
@@ -103,6 +120,25 @@ pub fn report_panic(info: &std::panic::PanicHookInfo) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_the_message_already_says_is_not_said_twice() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot run `x`: {source}; pass --python")]
+        struct Says {
+            source: std::io::Error,
+        }
+        let err = anyhow::Error::from(Says {
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+        assert_eq!(
+            one_line(&err),
+            "cannot run `x`: permission denied; pass --python"
+        );
+        let chained = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound))
+            .context("reading a.log");
+        assert_eq!(one_line(&chained), "reading a.log: entity not found");
+    }
 
     #[test]
     fn a_closed_pipe_deep_in_an_error_chain_is_a_quiet_success() {

@@ -1,5 +1,6 @@
 //! `memprints remove`: takes every memory print out again, from the tree alone, keeping the
-//! user's own edits; a file edited inside inserted code stays as it is (exit code 2).
+//! user's own edits, from whichever files hold prints; a file edited inside inserted code stays
+//! as it is (exit code 2) unless `--force`, which takes those edits out with the prints.
 
 use std::io::Write;
 
@@ -7,15 +8,20 @@ use clap::Args;
 
 use super::args::{RepoArg, lock_and_recover};
 use super::{ExitStatus, Output, print_diffs};
-use crate::codemod::{self, summary::RemoveSummary};
+use crate::codemod::{self, LeftAlone, summary::RemoveSummary};
 use crate::write;
 
 /// `remove`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct RemoveArgs {
-    /// Print the unified diff and write nothing.
+    /// Print the unified diff and write nothing (with --force: also the lines you edited that
+    /// would go).
     #[arg(long)]
     pub dry_run: bool,
+    /// Also restore files where you edited inside inserted code: your edits there go with the
+    /// prints (see them first with --dry-run --force).
+    #[arg(long)]
+    pub force: bool,
     /// Print what was restored as JSON (see the README's "JSON output").
     #[arg(long)]
     pub json: bool,
@@ -32,7 +38,7 @@ pub fn run(args: RemoveArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     write::ignore_sigxfsz();
     let repo = args.repo.open()?;
     let lock = lock_and_recover(&repo.root, "remove", out)?;
-    let summary = match codemod::plan_remove(&repo)? {
+    let summary = match codemod::plan_remove(&repo, args.force)? {
         None => RemoveSummary::nothing(repo.root.clone()),
         Some(removal) => {
             let replacements = removal.replacements();
@@ -40,6 +46,9 @@ pub fn run(args: RemoveArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
                 write::write_all(&lock, &replacements, &write::Options::default())?;
             } else if !args.json {
                 print_diffs(&replacements, out)?;
+                for file in removal.files.iter().filter(|f| f.forced.is_some()) {
+                    print_forced(file, out)?;
+                }
             }
             RemoveSummary::of_removal(repo.root.clone(), &removal, !args.dry_run)
         }
@@ -51,7 +60,10 @@ pub fn run(args: RemoveArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     }
     for file in &summary.files {
         if let Some(why) = &file.left_alone {
-            out.note(format_args!("left {} as it is: {why}", file.path));
+            out.note(format_args!(
+                "left {} as it is: {why}; undo those edits and run `memprints remove` again, or run `memprints remove --force` to take them out with the prints (`--dry-run --force` shows which lines go)",
+                file.path
+            ));
         }
     }
     Ok(if summary.is_partial() {
@@ -59,4 +71,27 @@ pub fn run(args: RemoveArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     } else {
         ExitStatus::Success
     })
+}
+
+/// For `--dry-run --force`: which of the user's lines inside inserted code go with the prints.
+fn print_forced(file: &codemod::FileRemoval, out: &mut Output) -> anyhow::Result<()> {
+    match &file.forced {
+        Some(LeftAlone::Edited { .. }) if !file.user_lines_removed.is_empty() => {
+            writeln!(
+                out,
+                "memprints: --force also takes out these lines of {} that you edited:",
+                file.rel
+            )?;
+            for (line, text) in &file.user_lines_removed {
+                writeln!(out, "  {}:{line}: {text}", file.rel)?;
+            }
+        }
+        Some(why) => writeln!(
+            out,
+            "memprints: --force restores {} although {why}",
+            file.rel
+        )?,
+        None => {}
+    }
+    Ok(())
 }

@@ -45,6 +45,6 @@ pub fn run(args: StatusArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         _ if pending.is_some() => ExitStatus::Partial,
         State::Complete => ExitStatus::Success,
         State::Absent => ExitStatus::Failure,
-        State::Partial => ExitStatus::Partial,
+        State::Partial | State::Edited => ExitStatus::Partial,
     })
 }

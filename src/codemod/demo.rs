@@ -97,7 +97,7 @@ pub fn status(repo: &Repo) -> Result<Status> {
 /// Removes the prints as `memprints remove` does.
 pub fn remove(repo: &Repo) -> Result<RemoveSummary> {
     let lock = Lock::acquire(&repo.root, "remove")?;
-    let Some(removal) = super::plan_remove(repo)? else {
+    let Some(removal) = super::plan_remove(repo, false)? else {
         return Ok(RemoveSummary::nothing(repo.root.clone()));
     };
     write::write_all(&lock, &removal.replacements(), &write::Options::default())?;

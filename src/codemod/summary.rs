@@ -218,7 +218,8 @@ pub fn layer_choice_note(choice: &LayerChoice, params: &Params) -> Option<String
 pub struct RemoveSummary {
     /// The checkout.
     pub root: PathBuf,
-    /// The instrumented model; `null` when the tree held no memory prints.
+    /// The instrumented model; `null` when the tree held no memory prints, or when no model
+    /// file (or more than one) holds any.
     pub model: Option<String>,
     /// Whether files were written (false for `--dry-run` and for a clean tree).
     pub written: bool,
@@ -237,6 +238,9 @@ pub struct RemovedFile {
     pub restored: bool,
     /// Why it stays as it is, when it does.
     pub left_alone: Option<String>,
+    /// With `--force`: why it would have stayed as it is, when it would have (it is restored
+    /// all the same, the user's edits inside inserted code going with the inserted code).
+    pub forced: Option<String>,
 }
 
 impl RemoveSummary {
@@ -269,12 +273,13 @@ impl RemoveSummary {
                     groups,
                     restored: file.left_alone.is_none() && changes,
                     left_alone: file.left_alone.as_ref().map(ToString::to_string),
+                    forced: file.forced.as_ref().map(ToString::to_string),
                 })
             })
             .collect();
         RemoveSummary {
             root,
-            model: Some(removal.model.clone()),
+            model: removal.model.clone(),
             written,
             files,
         }
@@ -290,7 +295,7 @@ impl RemoveSummary {
 /// The files left alone are the caller's to report (on stderr).
 impl fmt::Display for RemoveSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.model.is_none() {
+        if self.model.is_none() && self.files.is_empty() {
             return writeln!(
                 f,
                 "memprints: the tree holds no memory prints; nothing to remove"
@@ -302,7 +307,14 @@ impl fmt::Display for RemoveSummary {
             "would restore"
         };
         for file in self.files.iter().filter(|file| file.restored) {
-            writeln!(f, "memprints: {verb} {}", file.path)?;
+            match &file.forced {
+                Some(why) => writeln!(
+                    f,
+                    "memprints: {verb} {} (--force: {why}; those edits go too)",
+                    file.path
+                )?,
+                None => writeln!(f, "memprints: {verb} {}", file.path)?,
+            }
         }
         Ok(())
     }
@@ -350,7 +362,7 @@ impl fmt::Display for StatusText<'_> {
         }
         let state = match self.status.state {
             State::Complete => "instrumented",
-            State::Partial => "partially instrumented",
+            State::Partial | State::Edited => "partially instrumented",
             State::Absent if self.pending.is_some() => {
                 "clean files, but an interrupted run is pending"
             }
@@ -367,6 +379,40 @@ impl fmt::Display for StatusText<'_> {
                         file.path, g.group, g.state, g.found, g.expected
                     )?;
                 }
+            }
+        }
+        for file in &self.status.files {
+            if file.missing && !file.path.contains('<') {
+                writeln!(f, "  {}: missing", file.path)?;
+            }
+            match &file.edited {
+                Some(lines) if lines.is_empty() => writeln!(
+                    f,
+                    "  {}: edited: inserted lines were deleted (`memprints remove` leaves it; `remove --force` takes the rest out)",
+                    file.path
+                )?,
+                Some(lines) => {
+                    for &(a, b) in lines {
+                        let at = if a == b {
+                            a.to_string()
+                        } else {
+                            format!("{a}-{b}")
+                        };
+                        writeln!(
+                            f,
+                            "  {}:{at}: edited: differs from what memprints inserted",
+                            file.path
+                        )?;
+                    }
+                }
+                None => {}
+            }
+            if let Some(reason) = &file.unverifiable {
+                writeln!(
+                    f,
+                    "  {}: cannot be checked against `add`: {reason}",
+                    file.path
+                )?;
             }
         }
         Ok(())

@@ -193,37 +193,42 @@ fn header_span(edits: &FileEdits, def: &StmtFunctionDef) -> (usize, usize) {
 /// Re-places `def`'s header by `header`, laid out as Ruff would lay it out in place.
 fn set_header(edits: &mut FileEdits, def: &StmtFunctionDef, header: &str) -> Result<()> {
     let src = edits.src();
-    let indent = src.indent_at(def.start().to_usize()).len();
+    let indent = src.indent_at(def.start().to_usize());
     let text =
-        reformat_header(edits.settings(), header, indent).map_err(|message| Error::Format {
-            file: src.rel.clone(),
-            message,
+        reformat_header(edits.settings(), header, indent, edits.tabs()).map_err(|message| {
+            Error::Format {
+                file: src.rel.clone(),
+                message,
+            }
         })?;
     let (start, end) = header_span(edits, def);
     edits.replace_span(start, end, text);
     Ok(())
 }
 
-/// Formats a function header (its `def` line(s), without the body) indented by `indent`
-/// columns, as Ruff would lay it out in place; `\n` line ends, one final newline.
+/// Formats a function header (its `def` line(s), without the body) behind the indentation
+/// `indent`, as Ruff would lay it out in place (nesting with tabs when `tabs`); `\n` line ends,
+/// one final newline.
 fn reformat_header(
     settings: &FormatSettings,
     header: &str,
-    indent: usize,
+    indent: &str,
+    tabs: bool,
 ) -> Result<String, String> {
-    let unit = " ".repeat(settings.indent_width as usize);
+    let unit = if tabs {
+        "\t".to_string()
+    } else {
+        " ".repeat(settings.indent_width as usize)
+    };
     let snippet = format!(
         "{}{unit}pass",
         crate::text::dedent(&header.replace('\r', ""), indent)
     );
-    let formatted = settings.format_snippet(&snippet, indent)?;
+    let formatted = settings.format_snippet(&snippet, indent, tabs)?;
     let formatted = formatted
         .strip_suffix(&format!("\n{unit}pass"))
         .unwrap_or(&formatted);
-    Ok(format!(
-        "{}\n",
-        crate::text::indent(formatted, &" ".repeat(indent))
-    ))
+    Ok(format!("{}\n", crate::text::indent(formatted, indent)))
 }
 
 /// Re-places `return EXPR` by `block(EXPR)`: e.g. `NAME = EXPR`, a probe, `return NAME`.

@@ -115,6 +115,8 @@ pub struct FileEdits<'s> {
     /// Whole lines to delete, as `(start of the first line, end of the last line)`; the blank
     /// lines that go with them are settled in [`Self::apply`].
     deleted_lines: Vec<(usize, usize)>,
+    /// Placed code nests with tabs: the file indents with tabs.
+    tabs: bool,
 }
 
 impl<'s> FileEdits<'s> {
@@ -125,7 +127,14 @@ impl<'s> FileEdits<'s> {
             settings,
             edits: Vec::new(),
             deleted_lines: Vec::new(),
+            tabs: indents_with_tabs(src).unwrap_or(settings.tabs),
         }
+    }
+
+    /// True when placed code nests with tabs, as the file does (or, for a file with no
+    /// indented line, as the repository's `indent-style` says).
+    pub fn tabs(&self) -> bool {
+        self.tabs
     }
 
     /// The source the edits apply to.
@@ -321,11 +330,12 @@ impl<'s> FileEdits<'s> {
         let laid_out = match layout {
             Layout::Formatted if !self.src.in_fmt_off(at) => self
                 .settings
-                .format_snippet(block, indent.len())
+                .format_snippet(block, indent, self.tabs)
                 .map_err(|message| Error::Format {
                     file: self.src.rel.clone(),
                     message: format!("{message}\nin the code:\n{block}"),
                 })?,
+            Layout::Formatted if indent.contains('\t') => nest_with_tabs(block),
             _ => block.to_string(),
         };
         let mut text = crate::text::indent(&laid_out, indent);
@@ -427,6 +437,38 @@ impl<'s> FileEdits<'s> {
         }
         deletions
     }
+}
+
+/// Whether `src` indents with tabs, judged by the first body of a top-level statement that the
+/// formatter sees (not below `# fmt: off`); `None` when there is none.
+fn indents_with_tabs(src: &PySource) -> Option<bool> {
+    src.module.body.iter().find_map(|stmt| {
+        let first = match stmt {
+            ruff_python_ast::Stmt::FunctionDef(def) => def.body.first(),
+            ruff_python_ast::Stmt::ClassDef(class) => class.body.first(),
+            _ => crate::python::find::child_bodies(stmt)
+                .into_iter()
+                .find_map(|body| body.first()),
+        }?;
+        let at = first.range().start().to_usize();
+        (!src.in_fmt_off(at)).then(|| src.indent_at(at).starts_with('\t'))
+    })
+}
+
+/// A template block nested with 4 spaces, nested with tabs instead.
+fn nest_with_tabs(block: &str) -> String {
+    block
+        .split('\n')
+        .map(|line| {
+            let spaces = line.len() - line.trim_start_matches(' ').len();
+            format!(
+                "{}{}",
+                "\t".repeat(spaces / 4),
+                &line[spaces - spaces % 4..]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The start offset of every line of a text (a final newline starts no line).

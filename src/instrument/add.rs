@@ -129,11 +129,7 @@ pub fn plan_file(
     target: Target,
     src: &PySource,
 ) -> Result<FileChange> {
-    if Vocabulary::get().needs_torch(target) && !binds_torch(src) {
-        return Err(Error::TorchNotImported {
-            file: src.rel.clone(),
-        });
-    }
+    require_torch(target, src)?;
     let mut edits = FileEdits::new(src, settings);
     let mut placed = Vec::new();
     for group in groups_of(target) {
@@ -161,6 +157,16 @@ pub fn plan_group(
     edits.apply()
 }
 
+/// Refuses a file of `target` whose inserted code needs `torch` when it does not import it.
+pub(crate) fn require_torch(target: Target, src: &PySource) -> Result<()> {
+    if Vocabulary::get().needs_torch(target) && !binds_torch(src) {
+        return Err(Error::TorchNotImported {
+            file: src.rel.clone(),
+        });
+    }
+    Ok(())
+}
+
 /// True when a top-level `import torch` (or `import torch.x`, which binds `torch` too) exists.
 fn binds_torch(src: &PySource) -> bool {
     src.module.body.iter().any(|stmt| match stmt {
@@ -177,20 +183,20 @@ fn binds_torch(src: &PySource) -> bool {
 /// ruff format settings, that the rewritten one is too; records which it was.
 pub fn check_formatting(settings: &FormatSettings, file: &mut FileChange) -> Result<PySource> {
     let parsed = PySource::parse(file.rel.clone(), file.updated.clone())?;
-    let formatted = settings
-        .format_module(&file.updated)
-        .map_err(|message| Error::Format {
-            file: file.rel.clone(),
-            message,
-        })?;
-    // Formatting the original is needed only when the result is not stable: then either the
+    let format_error = |message| Error::Format {
+        file: file.rel.clone(),
+        message,
+    };
+    file.was_formatted = settings.is_stable(&file.updated).map_err(format_error)?;
+    // The original's stability matters only when the result is not stable: then either the
     // user's file was not formatted to begin with, or memprints inserted something unstable.
-    file.was_formatted = formatted == file.updated;
-    if !file.was_formatted
-        && settings
-            .format_module(&file.original)
-            .is_ok_and(|f| f == file.original)
-    {
+    if !file.was_formatted && settings.is_stable(&file.original).unwrap_or(false) {
+        let formatted = settings
+            .format_module(&file.updated)
+            .map_err(|message| Error::Format {
+                file: file.rel.clone(),
+                message,
+            })?;
         return Err(Error::bug(
             &file.rel,
             "after instrumentation the file would not be stable under ruff format",

@@ -7,7 +7,8 @@
 //! - [`add`] plans every group's edits in memory and checks each rewritten file;
 //! - [`strip`] takes the instrumentation out of a file again, recognising it by the
 //!   [`vocabulary`] read off the same templates;
-//! - [`status`] counts each group's marker blocks in a tree.
+//! - [`status`] counts each group's marker blocks in a tree, and [`verify`] says per file
+//!   whether what is there is exactly what `add` inserts.
 //!
 //! To change what a group prints, edit its template (and, for a new anchor, its module); `strip`
 //! and `status` follow from the template, and the group's tests say whether they still agree.
@@ -16,6 +17,7 @@ pub mod add;
 pub mod group;
 pub mod status;
 pub mod strip;
+pub mod verify;
 pub mod vocabulary;
 
 pub mod checkpoint;

@@ -4,15 +4,20 @@
 //! A group's `found` / `expected` count its marker blocks ([`super::Group::markers`]): blocks
 //! `add` places a fixed number of times, found by their signature (a label or a line only that
 //! block has; see [`Vocabulary::signature`]). The ranks, detail layers and snapshot folder are
-//! read back from the template lines that hold them ([`Vocabulary::read_back`]).
+//! read back from the template lines that hold them ([`Vocabulary::read_back`]). Every file
+//! with markers is then [`verify`]-ed: one the user edited inside inserted code is `edited`, with
+//! the lines, never `complete`. A target file that cannot be read (or is not UTF-8) is an error;
+//! one that does not exist is named `missing`.
 
 use serde::Serialize;
 
+use super::verify::{self, FileCheck, Verdict};
 use super::vocabulary::Vocabulary;
 use super::{GROUPS, Group, groups_of};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::params::{Params, parse_python_int_collection};
 use crate::pithtrain::{self, PerTarget, Repo, Target};
+use crate::python::PySource;
 
 /// Whether a group's code is all there, partly there, or absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -24,6 +29,9 @@ pub enum State {
     Partial,
     /// None is.
     Absent,
+    /// The group's code is there, but the user edited inside its file's inserted code (a
+    /// group's state only; the tree is then `partial`).
+    Edited,
 }
 
 /// One group in one file.
@@ -46,6 +54,17 @@ pub struct FileStatus {
     pub path: String,
     /// Its groups, in the skill's order.
     pub groups: Vec<GroupStatus>,
+    /// The file does not exist.
+    pub missing: bool,
+    /// Line ranges (1-based, inclusive) that differ from what memprints inserted, when the user
+    /// edited inside inserted code; empty when inserted lines were only deleted. `null` when
+    /// the file holds what memprints inserted (or nothing).
+    pub edited: Option<Vec<(usize, usize)>>,
+    /// Why the file's instrumentation cannot be checked against `add`, when it cannot.
+    pub unverifiable: Option<String>,
+    /// The verification itself, for `remove`.
+    #[serde(skip)]
+    pub check: Option<FileCheck>,
 }
 
 /// The whole tree.
@@ -97,52 +116,97 @@ fn count(group: &Group, text: &str) -> (usize, usize) {
         })
 }
 
+/// The text of `rel`: `None` when it does not exist; an error when it cannot be read or is not
+/// UTF-8.
+fn read_text(repo: &Repo, rel: &str) -> Result<Option<String>> {
+    let path = repo.root.join(rel);
+    match std::fs::read(&path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|e| Error::NotUtf8 {
+                file: rel.to_string(),
+                offset: e.utf8_error().valid_up_to(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// The values `add` uses when none can be read back (they change nothing in a file that holds
+/// none of them).
+fn default_params() -> Params {
+    Params {
+        ranks: vec![0],
+        detail_layers: vec![0, 1],
+        snapshot_dir: "/tmp".into(),
+    }
+}
+
 /// Reads the instrumentation state of `repo`.
 pub fn scan(repo: &Repo) -> Result<Status> {
-    let read = |rel: &str| std::fs::read_to_string(repo.root.join(rel)).unwrap_or_default();
     let mut models = Vec::new();
-    let mut model_file = (
-        format!("{}/<model>.py", pithtrain::MODELS_DIR),
-        String::new(),
-    );
+    let mut model_files: Vec<(String, Option<String>)> = Vec::new();
     for model in repo.models() {
         let rel = repo.model_file(&model)?;
-        let text = read(&rel);
-        if groups_of(Target::Model).any(|g| count(g, &text).0 > 0) {
+        let text = read_text(repo, &rel)?;
+        if let Some(text) = &text
+            && groups_of(Target::Model).any(|g| count(g, text).0 > 0)
+        {
             models.push(model);
-            model_file = (rel, text);
+            model_files.push((rel, Some(text.clone())));
         }
     }
-    let files: PerTarget<(String, String)> =
-        PerTarget::from_fn(|target| match target.fixed_path() {
-            Some(rel) => (rel.to_string(), read(rel)),
-            None => model_file.clone(),
-        });
-    let statuses: Vec<FileStatus> = files
-        .entries()
-        .map(|(target, (rel, text))| FileStatus {
-            path: rel.clone(),
-            groups: groups_of(target)
-                .map(|group| {
-                    let (found, expected) = count(group, text);
-                    GroupStatus {
-                        group: group.id,
-                        state: match found {
-                            0 => State::Absent,
-                            n if n == expected => State::Complete,
-                            _ => State::Partial,
-                        },
-                        found,
-                        expected,
-                    }
-                })
-                .collect(),
+    if model_files.is_empty() {
+        model_files.push((format!("{}/<model>.py", pithtrain::MODELS_DIR), None));
+    }
+    let mut files: Vec<(Target, String, Option<String>)> = Vec::new();
+    for target in Target::ALL {
+        match target.fixed_path() {
+            Some(rel) => files.push((target, rel.to_string(), read_text(repo, rel)?)),
+            None => files.extend(
+                model_files
+                    .iter()
+                    .map(|(rel, text)| (target, rel.clone(), text.clone())),
+            ),
+        }
+    }
+    let parsed: Vec<Option<PySource>> = files
+        .iter()
+        .map(|(_, rel, text)| {
+            text.as_ref()
+                .and_then(|text| PySource::parse(rel.clone(), text.clone()).ok())
         })
         .collect();
-    debug_assert_eq!(
-        statuses.iter().map(|f| f.groups.len()).sum::<usize>(),
-        GROUPS.len()
-    );
+    let by_target: PerTarget<Option<&PySource>> = PerTarget::from_fn(|target| {
+        files
+            .iter()
+            .zip(&parsed)
+            .find(|((t, _, _), _)| *t == target)
+            .and_then(|(_, src)| src.as_ref())
+    });
+    let vocabulary = Vocabulary::get();
+    let list = |placeholder: &str| {
+        vocabulary
+            .read_back(placeholder, &by_target)
+            .and_then(|literal| parse_python_int_collection(&literal))
+    };
+    let ranks = list("RANKS");
+    let detail_layers = list("DETAIL_LAYERS");
+    let snapshot_dir = vocabulary.read_back("SNAPSHOT_DIR", &by_target);
+    let defaults = default_params();
+    let fallback = Params {
+        ranks: ranks.clone().unwrap_or(defaults.ranks),
+        detail_layers: detail_layers.clone().unwrap_or(defaults.detail_layers),
+        snapshot_dir: snapshot_dir.clone().unwrap_or(defaults.snapshot_dir),
+    };
+    let statuses: Vec<FileStatus> = files
+        .iter()
+        .zip(&parsed)
+        .map(|((target, rel, text), src)| {
+            file_status(repo, *target, rel, text.as_deref(), src.as_ref(), &fallback)
+        })
+        .collect();
+    debug_assert!(statuses.iter().map(|f| f.groups.len()).sum::<usize>() >= GROUPS.len());
     let states: Vec<State> = statuses
         .iter()
         .flat_map(|f| f.groups.iter().map(|g| g.state))
@@ -167,19 +231,77 @@ pub fn scan(repo: &Repo) -> Result<Status> {
             files: statuses,
         });
     }
-    let texts = files.as_ref().map(|_, (_, text)| text.as_str());
-    let vocabulary = Vocabulary::get();
-    let list = |placeholder: &str| {
-        vocabulary
-            .read_back(placeholder, &texts)
-            .and_then(|literal| parse_python_int_collection(&literal))
-    };
     Ok(Status {
         state,
         models,
-        ranks: list("RANKS"),
-        detail_layers: list("DETAIL_LAYERS"),
-        snapshot_dir: vocabulary.read_back("SNAPSHOT_DIR", &texts),
+        ranks,
+        detail_layers,
+        snapshot_dir,
         files: statuses,
     })
+}
+
+/// One file's groups, checked against `add` when it holds any of their markers.
+fn file_status(
+    repo: &Repo,
+    target: Target,
+    rel: &str,
+    text: Option<&str>,
+    src: Option<&PySource>,
+    fallback: &Params,
+) -> FileStatus {
+    let text_or_empty = text.unwrap_or_default();
+    let mut groups: Vec<GroupStatus> = groups_of(target)
+        .map(|group| {
+            let (found, expected) = count(group, text_or_empty);
+            GroupStatus {
+                group: group.id,
+                state: match found {
+                    0 => State::Absent,
+                    n if n == expected => State::Complete,
+                    _ => State::Partial,
+                },
+                found,
+                expected,
+            }
+        })
+        .collect();
+    let mut status = FileStatus {
+        path: rel.to_string(),
+        groups: Vec::new(),
+        missing: text.is_none() && target != Target::Model,
+        edited: None,
+        unverifiable: None,
+        check: None,
+    };
+    if groups.iter().any(|g| g.found > 0) {
+        let check = match (text, src) {
+            (Some(_), Some(src)) => verify::check(&repo.settings, target, src, fallback),
+            (Some(text), None) => FileCheck {
+                target,
+                rel: rel.to_string(),
+                current: text.to_string(),
+                stripped: None,
+                verdict: Verdict::Unverifiable {
+                    reason: PySource::parse(rel, text.to_string())
+                        .err()
+                        .map_or_else(String::new, |e| e.to_string()),
+                },
+            },
+            (None, _) => unreachable!("a missing file has no markers"),
+        };
+        match &check.verdict {
+            Verdict::Exact => {}
+            Verdict::Edited { lines } => status.edited = Some(lines.clone()),
+            Verdict::Unverifiable { reason } => status.unverifiable = Some(reason.clone()),
+        }
+        if status.edited.is_some() {
+            for group in groups.iter_mut().filter(|g| g.found > 0) {
+                group.state = State::Edited;
+            }
+        }
+        status.check = Some(check);
+    }
+    status.groups = groups;
+    status
 }

@@ -35,7 +35,7 @@ use ruff_text_size::Ranged;
 use super::GROUPS;
 use super::group::Group;
 use crate::pithtrain::{PerTarget, Target};
-use crate::python::find;
+use crate::python::{PySource, find};
 use crate::template::{Section, SectionKind, TemplateFile, fill, placeholder_words};
 
 /// Everything memprints' code is recognised by. See the module documentation for the rules.
@@ -124,7 +124,25 @@ pub struct Signature {
 struct ValuePattern {
     placeholder: &'static str,
     target: Target,
-    pattern: Regex,
+    kind: ValueKind,
+}
+
+/// How a placeholder's value is found in a file.
+#[derive(Debug)]
+enum ValueKind {
+    /// The placeholder ends a statement's head (`if CTX.rank in RANKS:`, `_x = a and b in
+    /// RANKS`): `head` matches what comes before it, whitespace collapsed, and the value is the
+    /// set or tuple literal of integers there, read off the parsed file, so however Ruff wrapped
+    /// it over lines.
+    Trailing {
+        /// The statement's head before the literal.
+        head: Regex,
+        /// What the literal, written on one line, must look like ([`crate::params::READ_BACK`]).
+        value: Regex,
+    },
+    /// Anywhere on one line (`f"SNAPSHOT_DIR/..."`, an f-string Ruff never splits): a pattern
+    /// capturing the value.
+    Line(Regex),
 }
 
 impl Vocabulary {
@@ -364,17 +382,142 @@ impl Vocabulary {
     }
 
     /// The literal a placeholder of [`crate::params::READ_BACK`] was filled with, read back
-    /// from the first template line holding it that matches its target's text.
-    pub fn read_back(&self, placeholder: &str, texts: &PerTarget<&str>) -> Option<String> {
+    /// from the first file (in [`GROUPS`] order of the template lines holding it) that has it.
+    pub fn read_back(
+        &self,
+        placeholder: &str,
+        files: &PerTarget<Option<&PySource>>,
+    ) -> Option<String> {
         self.values
             .iter()
             .filter(|v| v.placeholder == placeholder)
-            .find_map(|v| {
-                v.pattern
-                    .captures(texts[v.target])
-                    .map(|c| c[1].to_string())
-            })
+            .find_map(|v| files[v.target].and_then(|src| v.find(src)))
     }
+
+    /// The literal a placeholder was filled with in `src`, the file of `target`, alone.
+    pub fn read_back_in(
+        &self,
+        placeholder: &str,
+        target: Target,
+        src: &PySource,
+    ) -> Option<String> {
+        self.values
+            .iter()
+            .filter(|v| v.placeholder == placeholder && v.target == target)
+            .find_map(|v| v.find(src))
+    }
+}
+
+impl ValuePattern {
+    /// The value in `src`, as a one-line literal (`{0, 1, 2}`) or the captured text.
+    fn find(&self, src: &PySource) -> Option<String> {
+        match &self.kind {
+            ValueKind::Line(pattern) => pattern.captures(&src.text).map(|c| c[1].to_string()),
+            ValueKind::Trailing { head, value } => {
+                let mut found = None;
+                walk_statements(&src.module.body, &mut |stmt| {
+                    if found.is_none()
+                        && let Some((text, literal)) = trailing_literal_of(src, stmt)
+                        && head.is_match(&text)
+                        && let Some(literal) = int_literal(literal)
+                        && value.is_match(&literal)
+                    {
+                        found = Some(literal);
+                    }
+                });
+                found
+            }
+        }
+    }
+}
+
+/// Calls `f` on every statement of `body` and of the bodies nested in it (functions and
+/// classes included), in source order.
+fn walk_statements<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
+    for stmt in body {
+        f(stmt);
+        match stmt {
+            Stmt::FunctionDef(def) => walk_statements(&def.body, f),
+            Stmt::ClassDef(class) => walk_statements(&class.body, f),
+            _ => {
+                for child in find::child_bodies(stmt) {
+                    walk_statements(child, f);
+                }
+            }
+        }
+    }
+}
+
+/// For an assignment or an `if` whose value (test) ends in a set or tuple literal (`x = {..}`,
+/// `x = a and b in {..}`, `if a in (..):`): the statement's head before the literal, with every
+/// run of whitespace (newlines too) written as one space, and the literal.
+fn trailing_literal_of<'a>(src: &'a PySource, stmt: &'a Stmt) -> Option<(String, &'a Expr)> {
+    let (prefix, expr) = match stmt {
+        Stmt::Assign(assign) => {
+            let targets: Vec<&str> = assign.targets.iter().map(|t| src.slice(t)).collect();
+            (format!("{} = ", targets.join(" = ")), &*assign.value)
+        }
+        Stmt::If(if_stmt) => ("if ".to_string(), &*if_stmt.test),
+        _ => return None,
+    };
+    let literal = trailing_literal(expr)?;
+    let between = &src.text[expr.start().to_usize()..literal.start().to_usize()];
+    Some((format!("{prefix}{}", collapse_whitespace(between)), literal))
+}
+
+/// The set or tuple literal an expression ends in: itself, the last comparator of a comparison,
+/// the last operand of `and`/`or`.
+fn trailing_literal(expr: &Expr) -> Option<&Expr> {
+    match expr {
+        Expr::Set(_) | Expr::Tuple(_) => Some(expr),
+        Expr::Compare(compare) => trailing_literal(compare.comparators.last()?),
+        Expr::BoolOp(bool_op) => trailing_literal(bool_op.values.last()?),
+        _ => None,
+    }
+}
+
+/// A set or tuple of integer literals written on one line as [`crate::params::Params`] writes
+/// it (`{0, 1}`, `(5,)`); `None` for anything else.
+fn int_literal(expr: &Expr) -> Option<String> {
+    let (elements, open, close) = match expr {
+        Expr::Set(set) => (&set.elts, "{", "}"),
+        Expr::Tuple(tuple) => (&tuple.elts, "(", ")"),
+        _ => return None,
+    };
+    let values: Vec<String> = elements
+        .iter()
+        .map(|e| match e {
+            Expr::NumberLiteral(n) => match &n.value {
+                ruff_python_ast::Number::Int(i) => Some(i.to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let comma = if values.len() == 1 && open == "(" {
+        ","
+    } else {
+        ""
+    };
+    Some(format!("{open}{}{comma}{close}", values.join(", ")))
+}
+
+/// `text` with every run of whitespace written as one space.
+fn collapse_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            if !in_space {
+                out.push(' ');
+            }
+            in_space = true;
+        } else {
+            out.push(c);
+            in_space = false;
+        }
+    }
+    out
 }
 
 /// A name the instrumentation owns: it starts with `_`.
@@ -604,7 +747,8 @@ fn signature_of(template: TemplateFile, block: Section) -> Option<Signature> {
 }
 
 /// For each placeholder of [`crate::params::READ_BACK`], every template line holding it, in
-/// [`GROUPS`] order, as a pattern capturing the value.
+/// [`GROUPS`] order: a [`ValueKind::Trailing`] head where the placeholder ends the line (or its
+/// `if` header), else a [`ValueKind::Line`] pattern capturing the value.
 fn value_patterns() -> Vec<ValuePattern> {
     let mut patterns = Vec::new();
     for (placeholder, value) in crate::params::READ_BACK {
@@ -618,31 +762,52 @@ fn value_patterns() -> Vec<ValuePattern> {
                     {
                         continue;
                     }
-                    let escaped = regex::escape(line);
-                    let capture = format!("({value})");
-                    let words: Vec<(&str, &str)> =
-                        placeholder_words(&escaped, |w| template.is_placeholder(w))
-                            .map(|w| {
-                                (
-                                    w,
-                                    if w == placeholder {
-                                        capture.as_str()
-                                    } else {
-                                        ".+?"
-                                    },
-                                )
-                            })
-                            .collect();
+                    let body = line.strip_suffix(':').unwrap_or(line);
+                    let kind = match body.strip_suffix(placeholder) {
+                        Some(head)
+                            if !head.ends_with(|c: char| c.is_alphanumeric() || c == '_') =>
+                        {
+                            ValueKind::Trailing {
+                                head: Regex::new(&format!(
+                                    "^{}$",
+                                    pattern(template, &collapse_whitespace(head))
+                                ))
+                                .expect("an escaped pattern"),
+                                value: Regex::new(&format!("^{value}$")).expect("a value pattern"),
+                            }
+                        }
+                        _ => ValueKind::Line(line_pattern(template, line, placeholder, value)),
+                    };
                     patterns.push(ValuePattern {
                         placeholder,
                         target: group.target,
-                        pattern: Regex::new(&fill(&escaped, &words)).expect("an escaped pattern"),
+                        kind,
                     });
                 }
             }
         }
     }
     patterns
+}
+
+/// `line` as a pattern capturing the value of `placeholder` (as `value` matches it); other
+/// placeholders match any text.
+fn line_pattern(template: TemplateFile, line: &str, placeholder: &str, value: &str) -> Regex {
+    let escaped = regex::escape(line);
+    let capture = format!("({value})");
+    let words: Vec<(&str, &str)> = placeholder_words(&escaped, |w| template.is_placeholder(w))
+        .map(|w| {
+            (
+                w,
+                if w == placeholder {
+                    capture.as_str()
+                } else {
+                    ".+?"
+                },
+            )
+        })
+        .collect();
+    Regex::new(&fill(&escaped, &words)).expect("an escaped pattern")
 }
 
 #[cfg(test)]
@@ -753,24 +918,54 @@ mod tests {
         );
     }
 
+    fn parsed(text: &str) -> PySource {
+        PySource::parse("t.py", text.to_string()).unwrap()
+    }
+
     #[test]
     fn the_ranks_layers_and_snapshot_folder_read_back_from_the_lines_that_hold_them() {
         let v = Vocabulary::get();
-        let execution = "_layer_mem_ranks = {3, 14}\n    _do_lmem = _layer_mem_profile and block.idx in (5, 6)\n";
-        let pretrain = "            f\"/scratch/s/memory_snapshot_rank{torch.distributed.get_rank()}_step{training.step}.pickle\"\n";
-        let texts = PerTarget::from_fn(|t| match t {
-            Target::Execution => execution,
-            Target::PretrainLm => pretrain,
-            _ => "",
+        let execution = parsed(
+            "_layer_mem_ranks = {3, 14}\ndef f(block):\n    _do_lmem = _layer_mem_profile and block.idx in (5, 6)\n",
+        );
+        let pretrain = parsed(
+            "f(\n    f\"/scratch/s/memory_snapshot_rank{torch.distributed.get_rank()}_step{training.step}.pickle\"\n)\n",
+        );
+        let files = PerTarget::from_fn(|t| match t {
+            Target::Execution => Some(&execution),
+            Target::PretrainLm => Some(&pretrain),
+            _ => None,
         });
-        assert_eq!(v.read_back("RANKS", &texts).as_deref(), Some("{3, 14}"));
+        assert_eq!(v.read_back("RANKS", &files).as_deref(), Some("{3, 14}"));
         assert_eq!(
-            v.read_back("DETAIL_LAYERS", &texts).as_deref(),
+            v.read_back("DETAIL_LAYERS", &files).as_deref(),
             Some("(5, 6)")
         );
         assert_eq!(
-            v.read_back("SNAPSHOT_DIR", &texts).as_deref(),
+            v.read_back("SNAPSHOT_DIR", &files).as_deref(),
             Some("/scratch/s")
         );
+        assert_eq!(v.read_back_in("RANKS", Target::PretrainLm, &pretrain), None);
+    }
+
+    #[test]
+    fn a_rank_set_ruff_wrapped_over_lines_reads_back_from_the_syntax_tree() {
+        let v = Vocabulary::get();
+        let wrapped = parsed(
+            "_layer_mem_ranks = {\n    0,\n    1,\n    29,\n}\ndef f(block):\n    _do_lmem = (\n        _layer_mem_profile\n        and block.idx in (\n            5,\n        )\n    )\n",
+        );
+        assert_eq!(
+            v.read_back_in("RANKS", Target::Execution, &wrapped)
+                .as_deref(),
+            Some("{0, 1, 29}")
+        );
+        assert_eq!(
+            v.read_back_in("DETAIL_LAYERS", Target::Execution, &wrapped)
+                .as_deref(),
+            Some("(5,)")
+        );
+        // A set of something else than integers is not a rank set.
+        let names = parsed("_layer_mem_ranks = {a, b}\n");
+        assert_eq!(v.read_back_in("RANKS", Target::Execution, &names), None);
     }
 }

@@ -44,15 +44,20 @@ impl PySource {
         &self.text[node.range().start().to_usize()..node.range().end().to_usize()]
     }
 
-    /// Offset of the first byte of the line holding `offset`.
+    /// Offset of the first byte of the line holding `offset`. Bytes are searched, so `offset`
+    /// may lie inside a multi-byte character (a `\n` never does).
     pub fn line_start(&self, offset: usize) -> usize {
-        self.text[..offset].rfind('\n').map_or(0, |i| i + 1)
+        let bytes = &self.text.as_bytes()[..offset.min(self.text.len())];
+        bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
     }
 
-    /// Offset just past the newline that ends the line holding `offset` (or the end of text).
+    /// Offset just past the newline that ends the line holding `offset` (or the end of text);
+    /// like [`Self::line_start`], `offset` may lie inside a character.
     pub fn line_end(&self, offset: usize) -> usize {
-        self.text[offset..]
-            .find('\n')
+        let offset = offset.min(self.text.len());
+        self.text.as_bytes()[offset..]
+            .iter()
+            .position(|&b| b == b'\n')
             .map_or(self.text.len(), |i| offset + i + 1)
     }
 
@@ -87,7 +92,7 @@ impl PySource {
             &self.text[start..cut_start],
             &self.text[cut_end..end]
         );
-        let indent = self.indent_at(node.range().start().to_usize()).len();
+        let indent = self.indent_at(node.range().start().to_usize());
         crate::text::dedent(text.trim_end_matches(['\n', '\r']), indent).replace('\r', "")
     }
 
@@ -97,7 +102,7 @@ impl PySource {
     pub fn lines_text(&self, first: &impl Ranged, last: &impl Ranged) -> String {
         let start = self.full_lines(first).0;
         let end = self.full_lines(last).1;
-        let indent = self.indent_at(first.range().start().to_usize()).len();
+        let indent = self.indent_at(first.range().start().to_usize());
         crate::text::dedent(self.text[start..end].trim_end_matches(['\n', '\r']), indent)
             .replace('\r', "")
     }

@@ -49,8 +49,10 @@ pub enum CommitError {
         path: PathBuf,
     },
 
-    /// The staged file could not be given the replaced file's owner and group.
-    #[error("{file}: cannot keep its owner {uid}:{gid} when replacing it: {source}")]
+    /// The staged file could not be given the replaced file's owner and group. `cause` is
+    /// printed in the message, so it is not an error `source`: a chain printer would print it
+    /// twice.
+    #[error("{file}: cannot keep its owner {uid}:{gid} when replacing it: {cause}")]
     OwnerNotKept {
         /// The file, relative to the root.
         file: String,
@@ -59,7 +61,7 @@ pub enum CommitError {
         /// The owner's group id.
         gid: u32,
         /// What `fchown` said.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// Recovery found a file that was edited after the interrupted commit; it left that file

@@ -37,11 +37,11 @@ pub(crate) fn stage(rel: &str, path: &Path, identity: Identity, bytes: &[u8]) ->
     let current = Identity::of(&meta);
     if (current.uid, current.gid) != (identity.uid, identity.gid) {
         std::os::unix::fs::fchown(&file, Some(identity.uid), Some(identity.gid)).map_err(
-            |source| CommitError::OwnerNotKept {
+            |cause| CommitError::OwnerNotKept {
                 file: rel.to_string(),
                 uid: identity.uid,
                 gid: identity.gid,
-                source,
+                cause,
             },
         )?;
     }

@@ -182,6 +182,23 @@ pub fn assert_python_clean(root: &Path, files: &[&str]) {
     );
 }
 
+/// Runs `python3 -m py_compile` on `files` in `root`, panicking with its output when one fails.
+pub fn assert_compiles(root: &Path, files: &[&str]) {
+    let script = "import py_compile, sys, tempfile\nd = tempfile.mkdtemp()\nfor f in sys.argv[1:]:\n    py_compile.compile(f, cfile=d + '/x.pyc', doraise=True)\n";
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(files)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "py_compile failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A unified diff of one file between two trees, for snapshots.
 pub fn diff(rel: &str, before: &str, after: &str) -> String {
     similar::TextDiff::from_lines(before, after)
