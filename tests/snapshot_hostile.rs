@@ -111,7 +111,7 @@ fn too_many_generic_values_are_refused_with_the_limit() {
 #[test]
 fn fuzz_seeds_and_crashes_read_or_fail_cleanly() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let mut files: Vec<_> = ["fuzz/seeds", "tests/data/snapshot/fuzz"]
+    let mut files: Vec<_> = ["fuzz/seeds/snapshot_pickle", "tests/data/snapshot/fuzz"]
         .iter()
         .flat_map(|d| std::fs::read_dir(format!("{root}/{d}")).unwrap())
         .map(|e| e.unwrap().path())
