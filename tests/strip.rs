@@ -429,3 +429,51 @@ fn fuzz_crash_inputs_stay_fixed() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn files_with_different_ranks_are_partial_and_update_or_remove_puts_them_right() {
+    let one = instrumented(&["--ranks", "1"]);
+    let two = instrumented(&["--ranks", "2"]);
+    let original = Tree::new();
+    let mixed = || {
+        let tree = Tree::new();
+        for (i, rel) in SIX.iter().enumerate() {
+            tree.write(rel, if i < 3 { &one[i] } else { &two[i] });
+        }
+        tree
+    };
+    let tree = mixed();
+    let json = status_json(&tree, 2);
+    assert_eq!(json["state"], "partial");
+    let text = stdout(&tree.run(&["status"]).code(2));
+    assert!(
+        text.contains("ranks differ between files: {1} in pithtrain/dualpipe/execution.py"),
+        "{text}"
+    );
+    assert!(
+        text.contains("{2} in pithtrain/modules/distributed.py"),
+        "{text}"
+    );
+    tree.run(&["remove", "-q"]).success();
+    assert_eq!(
+        changed(&original.snapshot(), &tree.snapshot()),
+        Vec::<String>::new()
+    );
+
+    let tree = mixed();
+    tree.run(&[
+        "add",
+        "tiny-moe",
+        "--ranks",
+        "2",
+        "--on-existing",
+        "update",
+        "--no-ruff",
+        "-q",
+    ])
+    .success();
+    for (rel, text) in SIX.iter().zip(&two) {
+        assert_eq!(&tree.read(rel), text, "{rel}");
+    }
+    assert_eq!(status_json(&tree, 0)["inconsistent"], serde_json::json!([]));
+}
