@@ -477,3 +477,52 @@ fn files_with_different_ranks_are_partial_and_update_or_remove_puts_them_right()
     }
     assert_eq!(status_json(&tree, 0)["inconsistent"], serde_json::json!([]));
 }
+
+#[test]
+fn a_deleted_inserted_line_or_a_deleted_anchor_is_named_and_force_takes_the_rest() {
+    // The user took one probe out by hand: status and remove say inserted lines were deleted.
+    let tree = Tree::new();
+    let original = Tree::new();
+    tree.run(&["add", "tiny-moe", "--no-ruff", "-q"]).success();
+    tree.edit(TRAINING, "    _setup_mem(\"after apply_fsdp\")\n", "");
+    let text = stdout(&tree.run(&["status"]).code(2));
+    assert!(
+        text.contains(&format!("{TRAINING}: edited: inserted lines were deleted")),
+        "{text}"
+    );
+    let err = stderr(&tree.run(&["remove"]).code(2));
+    assert!(err.contains("inserted lines were deleted"), "{err}");
+    tree.run(&["remove", "--force"]).success();
+    assert_eq!(
+        changed(&original.snapshot(), &tree.snapshot()),
+        Vec::<String>::new()
+    );
+
+    // The user deleted an anchor: the removal cannot be verified; --force writes the stripped
+    // text, which keeps the deletion.
+    let tree = Tree::new();
+    let expected = Tree::new();
+    tree.run(&["add", "tiny-moe", "--no-ruff", "-q"]).success();
+    for t in [&tree, &expected] {
+        t.edit(TRAINING, "    apply_fsdp(modules, mesh)\n", "");
+    }
+    let text = stdout(&tree.run(&["status"]).code(2));
+    assert!(
+        text.contains(&format!("{TRAINING}: cannot be checked against `add`")),
+        "{text}"
+    );
+    let err = stderr(&tree.run(&["remove", "--dry-run"]).code(2));
+    assert!(err.contains("cannot verify the removal"), "{err}");
+    let out = stdout(&tree.run(&["remove", "--dry-run", "--force"]).code(0));
+    assert!(
+        out.contains(&format!(
+            "--force restores {TRAINING} although cannot verify"
+        )),
+        "{out}"
+    );
+    tree.run(&["remove", "--force", "-q"]).success();
+    assert_eq!(
+        changed(&expected.snapshot(), &tree.snapshot()),
+        Vec::<String>::new()
+    );
+}

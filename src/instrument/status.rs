@@ -226,7 +226,8 @@ pub fn scan(repo: &Repo) -> Result<Status> {
         state = State::Partial;
     }
     let inconsistent = inconsistencies(&files, &parsed, &statuses);
-    if !inconsistent.is_empty() && state == State::Complete {
+    let unverifiable = statuses.iter().any(|f| f.unverifiable.is_some());
+    if (!inconsistent.is_empty() || unverifiable) && state == State::Complete {
         state = State::Partial;
     }
     if state == State::Absent {
