@@ -429,3 +429,100 @@ fn fuzz_crash_inputs_stay_fixed() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn files_with_different_ranks_are_partial_and_update_or_remove_puts_them_right() {
+    let one = instrumented(&["--ranks", "1"]);
+    let two = instrumented(&["--ranks", "2"]);
+    let original = Tree::new();
+    let mixed = || {
+        let tree = Tree::new();
+        for (i, rel) in SIX.iter().enumerate() {
+            tree.write(rel, if i < 3 { &one[i] } else { &two[i] });
+        }
+        tree
+    };
+    let tree = mixed();
+    let json = status_json(&tree, 2);
+    assert_eq!(json["state"], "partial");
+    let text = stdout(&tree.run(&["status"]).code(2));
+    assert!(
+        text.contains("ranks differ between files: {1} in pithtrain/dualpipe/execution.py"),
+        "{text}"
+    );
+    assert!(
+        text.contains("{2} in pithtrain/modules/distributed.py"),
+        "{text}"
+    );
+    tree.run(&["remove", "-q"]).success();
+    assert_eq!(
+        changed(&original.snapshot(), &tree.snapshot()),
+        Vec::<String>::new()
+    );
+
+    let tree = mixed();
+    tree.run(&[
+        "add",
+        "tiny-moe",
+        "--ranks",
+        "2",
+        "--on-existing",
+        "update",
+        "--no-ruff",
+        "-q",
+    ])
+    .success();
+    for (rel, text) in SIX.iter().zip(&two) {
+        assert_eq!(&tree.read(rel), text, "{rel}");
+    }
+    assert_eq!(status_json(&tree, 0)["inconsistent"], serde_json::json!([]));
+}
+
+#[test]
+fn a_deleted_inserted_line_or_a_deleted_anchor_is_named_and_force_takes_the_rest() {
+    // The user took one probe out by hand: status and remove say inserted lines were deleted.
+    let tree = Tree::new();
+    let original = Tree::new();
+    tree.run(&["add", "tiny-moe", "--no-ruff", "-q"]).success();
+    tree.edit(TRAINING, "    _setup_mem(\"after apply_fsdp\")\n", "");
+    let text = stdout(&tree.run(&["status"]).code(2));
+    assert!(
+        text.contains(&format!("{TRAINING}: edited: inserted lines were deleted")),
+        "{text}"
+    );
+    let err = stderr(&tree.run(&["remove"]).code(2));
+    assert!(err.contains("inserted lines were deleted"), "{err}");
+    tree.run(&["remove", "--force"]).success();
+    assert_eq!(
+        changed(&original.snapshot(), &tree.snapshot()),
+        Vec::<String>::new()
+    );
+
+    // The user deleted an anchor: the removal cannot be verified; --force writes the stripped
+    // text, which keeps the deletion.
+    let tree = Tree::new();
+    let expected = Tree::new();
+    tree.run(&["add", "tiny-moe", "--no-ruff", "-q"]).success();
+    for t in [&tree, &expected] {
+        t.edit(TRAINING, "    apply_fsdp(modules, mesh)\n", "");
+    }
+    let text = stdout(&tree.run(&["status"]).code(2));
+    assert!(
+        text.contains(&format!("{TRAINING}: cannot be checked against `add`")),
+        "{text}"
+    );
+    let err = stderr(&tree.run(&["remove", "--dry-run"]).code(2));
+    assert!(err.contains("cannot verify the removal"), "{err}");
+    let out = stdout(&tree.run(&["remove", "--dry-run", "--force"]).code(0));
+    assert!(
+        out.contains(&format!(
+            "--force restores {TRAINING} although cannot verify"
+        )),
+        "{out}"
+    );
+    tree.run(&["remove", "--force", "-q"]).success();
+    assert_eq!(
+        changed(&expected.snapshot(), &tree.snapshot()),
+        Vec::<String>::new()
+    );
+}

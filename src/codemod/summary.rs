@@ -381,6 +381,12 @@ impl fmt::Display for StatusText<'_> {
                 }
             }
         }
+        for line in &self.status.inconsistent {
+            writeln!(
+                f,
+                "  {line}; `memprints add MODEL --on-existing update` makes them one"
+            )?;
+        }
         for file in &self.status.files {
             if file.missing && !file.path.contains('<') {
                 writeln!(f, "  {}: missing", file.path)?;

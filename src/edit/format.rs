@@ -199,7 +199,20 @@ const RUN_ENDS: usize = 16;
 /// [`FormatSettings::is_stable`]), and the cut comments (without indentation); `None` when no
 /// run is long, or the file does not parse or holds a formatter directive.
 fn shorten_comment_runs(source: &str) -> Option<(String, Vec<&str>)> {
-    if source.lines().count() <= LONG_RUN || source.contains("fmt:") || source.contains("yapf:") {
+    // A cheap look first: some run of more than LONG_RUN lines that look like comments or
+    // blank lines, and no formatter directive.
+    let mut longest = 0;
+    let mut current = 0;
+    for line in source.lines() {
+        let line = line.trim_start();
+        if line.is_empty() || line.starts_with('#') {
+            current += 1;
+            longest = longest.max(current);
+        } else {
+            current = 0;
+        }
+    }
+    if longest <= LONG_RUN || source.contains("fmt:") || source.contains("yapf:") {
         return None;
     }
     let parsed = ruff_python_parser::parse_module(source).ok()?;

@@ -82,6 +82,10 @@ pub struct Status {
     pub snapshot_dir: Option<String>,
     /// The six files.
     pub files: Vec<FileStatus>,
+    /// Values that differ between files (two `add`s with different ranks), one line each:
+    /// `ranks: {0} in a.py, {1} in b.py`. The tree is then `partial`; `add --on-existing update`
+    /// makes them one again.
+    pub inconsistent: Vec<String>,
 }
 
 impl Status {
@@ -221,6 +225,11 @@ pub fn scan(repo: &Repo) -> Result<Status> {
     if models.len() > 1 {
         state = State::Partial;
     }
+    let inconsistent = inconsistencies(&files, &parsed, &statuses);
+    let unverifiable = statuses.iter().any(|f| f.unverifiable.is_some());
+    if (!inconsistent.is_empty() || unverifiable) && state == State::Complete {
+        state = State::Partial;
+    }
     if state == State::Absent {
         return Ok(Status {
             state,
@@ -229,6 +238,7 @@ pub fn scan(repo: &Repo) -> Result<Status> {
             detail_layers: None,
             snapshot_dir: None,
             files: statuses,
+            inconsistent,
         });
     }
     Ok(Status {
@@ -238,7 +248,42 @@ pub fn scan(repo: &Repo) -> Result<Status> {
         detail_layers,
         snapshot_dir,
         files: statuses,
+        inconsistent,
     })
+}
+
+/// For each value read back, the files that hold memprints' code and disagree on it.
+fn inconsistencies(
+    files: &[(Target, String, Option<String>)],
+    parsed: &[Option<PySource>],
+    statuses: &[FileStatus],
+) -> Vec<String> {
+    let vocabulary = Vocabulary::get();
+    let mut lines = Vec::new();
+    for (placeholder, what) in [
+        ("RANKS", "ranks"),
+        ("DETAIL_LAYERS", "detail layers"),
+        ("SNAPSHOT_DIR", "snapshot folder"),
+    ] {
+        let found: Vec<(String, &str)> = files
+            .iter()
+            .zip(parsed)
+            .zip(statuses)
+            .filter(|(_, status)| status.check.is_some())
+            .filter_map(|(((target, rel, _), src), _)| {
+                let value = vocabulary.read_back_in(placeholder, *target, src.as_ref()?)?;
+                Some((value, rel.as_str()))
+            })
+            .collect();
+        if found.iter().any(|(value, _)| *value != found[0].0) {
+            let each: Vec<String> = found
+                .iter()
+                .map(|(value, rel)| format!("{value} in {rel}"))
+                .collect();
+            lines.push(format!("{what} differ between files: {}", each.join(", ")));
+        }
+    }
+    lines
 }
 
 /// One file's groups, checked against `add` when it holds any of their markers.
