@@ -22,8 +22,12 @@ same log (from `Before pipeline` to `After Step8`, layer probes and saved tensor
 re-ranked, repeated for every training step with the step line after them, as a run with
 memory profiling left on at every step prints.
 
+`--folder DIR --files N` writes N per-rank logs instead (`DIR/rank0000.log`, ...; world = N),
+--size-mib MiB in all: each holds its rank's prints and the same non-print lines, the step lines
+in rank 0's log only (PithTrain logs them on rank 0).
+
 Usage: gen_real_log.py --size-mib N [--world 64] [--pp 8] [--profile realistic|dense]
-                       [--data tests/data/e2e/defaults-pp1] > node.log
+                       [--folder DIR --files N] [--data tests/data/e2e/defaults-pp1] > node.log
 """
 
 import argparse
@@ -86,11 +90,11 @@ def is_print(line):
     return line.startswith("[rank=")
 
 
-def rerank(lines, world, pp):
-    """Each print line once per rank, in lockstep."""
+def rerank(lines, ranks, pp):
+    """Each print line once per rank of `ranks`, in lockstep."""
     out = []
     for line in lines:
-        for r in range(world):
+        for r in ranks:
             s = line.replace("[rank=0 pp=0]", f"[rank={r} pp={r % pp}]", 1)
             s = s.replace("[rank=0]", f"[rank={r}]", 1).replace("_rank0_", f"_rank{r}_")
             out.append(s)
@@ -130,66 +134,91 @@ def step_text(template, step, max_steps):
     return head + " | " + " | ".join(fields)
 
 
+def realistic(emit, written, prints, block, template, target, ranks, pp, steps=True):
+    """The realistic log through `emit` until `written()` reaches `target` bytes."""
+    emit(rerank(prints, ranks, pp))
+    per_block = block.count(None)
+    # Enough blocks for the size; the max step is known up front, as in PithTrain.
+    block_bytes = sum(len(b or template) + 1 for b in block)
+    max_steps = (target // block_bytes + 1) * per_block
+    step = 0
+    rep = 0
+    while written() < target:
+        lines = []
+        for line in block:
+            if line is None:
+                step += 1
+                if steps:
+                    lines.append(step_text(template, step, max_steps))
+            else:
+                lines.append(line)
+        if rep % 50 == 0:
+            lines.extend(LAUNCHER[4:])
+        if rep % 500 == 250:
+            lines.extend(TRACEBACK)
+        rep += 1
+        emit(lines)
+    return step
+
+
+class Out:
+    def __init__(self, stream):
+        self.stream, self.bytes = stream, 0
+
+    def emit(self, lines):
+        data = ("\n".join(lines) + "\n").encode()
+        self.stream.write(data)
+        self.bytes += len(data)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mib", type=int, required=True)
     ap.add_argument("--world", type=int, default=64)
     ap.add_argument("--pp", type=int, default=8)
     ap.add_argument("--profile", choices=["realistic", "dense"], default="realistic")
+    ap.add_argument("--folder")
+    ap.add_argument("--files", type=int, default=1024)
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--data", default=os.path.join(here, "..", "tests", "data", "e2e", "defaults-pp1"))
     args = ap.parse_args()
     target = args.size_mib << 20
-    out = sys.stdout.buffer
-    written = 0
-
-    def emit(lines):
-        nonlocal written
-        data = ("\n".join(lines) + "\n").encode()
-        out.write(data)
-        written += len(data)
-
     source = read(os.path.join(args.data, KEPT[0]))
     prints = [line for line in source if is_print(line)]
     block, template = noise_block(args.data)
-    emit(LAUNCHER)
+
+    if args.folder:
+        os.makedirs(args.folder, exist_ok=True)
+        total = 0
+        for r in range(args.files):
+            with open(os.path.join(args.folder, f"rank{r:04d}.log"), "wb") as f:
+                out = Out(f)
+                out.emit(LAUNCHER[:4] if r == 0 else LAUNCHER[4:6])
+                realistic(out.emit, lambda: out.bytes, prints, block, template,
+                          target // args.files, [r], args.pp, steps=r == 0)
+                total += out.bytes
+        print(f"gen_real_log: {args.files} files, {total} bytes", file=sys.stderr)
+        return
+
+    out = Out(sys.stdout.buffer)
+    out.emit(LAUNCHER)
     if args.profile == "realistic":
-        emit(rerank(prints, args.world, args.pp))
-        per_block = block.count(None)
-        # Enough blocks for the size; the max step is known up front, as in PithTrain.
-        block_bytes = sum(len(b or template) + 1 for b in block)
-        repeats = target // block_bytes + 1
-        max_steps = repeats * per_block
-        step = 0
-        rep = 0
-        while written < target:
-            lines = []
-            for line in block:
-                if line is None:
-                    step += 1
-                    lines.append(step_text(template, step, max_steps))
-                else:
-                    lines.append(line)
-            if rep % 50 == 0:
-                lines.extend(LAUNCHER[4:])
-            if rep % 500 == 250:
-                lines.extend(TRACEBACK)
-            rep += 1
-            emit(lines)
+        step = realistic(out.emit, lambda: out.bytes, prints, block, template, target,
+                         range(args.world), args.pp)
     else:
         start = next(i for i, l in enumerate(prints) if "Before pipeline" in l)
         end = next(i for i, l in enumerate(prints) if "After Step8" in l)
         setup, per_step = prints[:start], prints[start:end + 1]
-        emit(rerank(setup, args.world, args.pp))
-        step_block = rerank(per_step, args.world, args.pp)
+        out.emit(rerank(setup, range(args.world), args.pp))
+        step_block = rerank(per_step, range(args.world), args.pp)
         block_bytes = sum(len(b) + 1 for b in step_block) + len(template) + 1
         max_steps = target // block_bytes + 1
         step = 0
-        while written < target:
+        while out.bytes < target:
             step += 1
-            emit(step_block + [step_text(template, step, max_steps)])
-    out.flush()
-    print(f"gen_real_log: {written} bytes, {step} steps", file=sys.stderr)
+            out.emit(step_block + [step_text(template, step, max_steps)])
+    sys.stdout.buffer.flush()
+    print(f"gen_real_log: {out.bytes} bytes, {step} steps", file=sys.stderr)
 
 
 if __name__ == "__main__":

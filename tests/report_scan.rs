@@ -210,7 +210,8 @@ fn two_hundred_megabyte_print_lines_are_cut_and_noted() {
     let s = &report.stats;
     assert_eq!((s.lines_read, s.memory_lines), (3, 3));
     assert_eq!((s.long_lines, s.unparsed_memory_lines), (2, 2));
-    let line_len = "[rank=0] setup_model | a: alloc=1.".len() + (100 << 20) + " cached=0.00 non-pt=1.00".len();
+    let line_len =
+        "[rank=0] setup_model | a: alloc=1.".len() + (100 << 20) + " cached=0.00 non-pt=1.00".len();
     assert_eq!(s.cut_bytes, 2 * (line_len as u64 - 65536));
     let json = render::json(&report);
     assert!(json.contains("\"long_lines\": 2"), "noted in the JSON");

@@ -310,7 +310,9 @@ impl Batch {
         counts.add(self.counts);
         for hit in &self.hits {
             match hit {
-                Hit::Line { start, end, found } => sink(Item::Line(&self.buf[*start..*end], *found)),
+                Hit::Line { start, end, found } => {
+                    sink(Item::Line(&self.buf[*start..*end], *found))
+                }
                 Hit::Steps(run) => sink(Item::Steps(run)),
             }
         }
@@ -342,7 +344,9 @@ impl Batch {
                 if line.is_ascii() && memchr::memchr(0x1b, line).is_none() {
                     if let Some(step) = step_and_oom::parse_step_ascii(line) {
                         match hits.last_mut() {
-                            Some(Hit::Steps(run)) => run.add(step.step, step.max_steps, step.peak_gpu_memory),
+                            Some(Hit::Steps(run)) => {
+                                run.add(step.step, step.max_steps, step.peak_gpu_memory)
+                            }
                             _ => hits.push(Hit::Steps(StepRun::new(step.line()))),
                         }
                     }

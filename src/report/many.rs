@@ -79,9 +79,8 @@ fn scan_one(path: &std::path::Path) -> Scanned {
         return Ok(None);
     };
     let mut collected = Collected::default();
-    collected.counts = lines::scan_serial(reader, lines::Mode::FoldSteps, |item| {
-        collected.keep(item)
-    })?;
+    collected.counts =
+        lines::scan_serial(reader, lines::Mode::FoldSteps, |item| collected.keep(item))?;
     Ok(Some(collected))
 }
 

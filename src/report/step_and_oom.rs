@@ -105,7 +105,14 @@ fn parse_f64(text: &[u8]) -> Option<f64> {
 /// ASCII (callers check; on other bytes the result is unspecified, never a panic).
 pub fn parse_step_ascii(line: &[u8]) -> Option<StepFields<'_>> {
     // `split(" | ").flat_map(split('|'))` then `trim` is one split at every `|`, trimmed.
-    let mut fields = line.split(|&b| b == b'|').map(trim_ascii);
+    let mut fields = memchr::memchr_iter(b'|', line)
+        .chain(std::iter::once(line.len()))
+        .scan(0, |start, end| {
+            let field = &line[*start..end];
+            *start = end + 1;
+            Some(field)
+        })
+        .map(trim_ascii);
     let mut out = None;
     for field in &mut fields {
         if let Some(v) = field.strip_prefix(b"step ") {
@@ -124,15 +131,24 @@ pub fn parse_step_ascii(line: &[u8]) -> Option<StepFields<'_>> {
     }
     let mut out = out?;
     for field in fields {
-        if let Some(v) = field.strip_prefix(b"step-time ") {
-            let mut v = v;
-            while let Some(rest) = v.strip_suffix(b" sec") {
-                v = rest;
+        // Both keys start with a letter no other PithTrain field starts with here.
+        match field.first() {
+            Some(b's') => {
+                if let Some(v) = field.strip_prefix(b"step-time ") {
+                    let mut v = v;
+                    while let Some(rest) = v.strip_suffix(b" sec") {
+                        v = rest;
+                    }
+                    out.step_time = Some(v);
+                }
             }
-            out.step_time = Some(v);
-        } else if let Some(v) = field.strip_prefix(b"peak-gpu-memory ") {
-            let (d, _) = decimal(v)?;
-            out.peak_gpu_memory = Some(d.scaled(1 << 30));
+            Some(b'p') => {
+                if let Some(v) = field.strip_prefix(b"peak-gpu-memory ") {
+                    let (d, _) = decimal(v)?;
+                    out.peak_gpu_memory = Some(d.scaled(1 << 30));
+                }
+            }
+            _ => {}
         }
     }
     Some(out)
@@ -140,10 +156,19 @@ pub fn parse_step_ascii(line: &[u8]) -> Option<StepFields<'_>> {
 
 /// `str::trim` on ASCII: the whitespace of `char::is_whitespace` below 0x80.
 fn trim_ascii(s: &[u8]) -> &[u8] {
-    let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
-    let start = s.iter().position(|b| !ws(b)).unwrap_or(s.len());
-    let end = s.iter().rposition(|b| !ws(b)).map_or(start, |p| p + 1);
-    &s[start..end]
+    let ws = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let mut s = s;
+    while let [first, rest @ ..] = s
+        && ws(*first)
+    {
+        s = rest;
+    }
+    while let [rest @ .., last] = s
+        && ws(*last)
+    {
+        s = rest;
+    }
+    s
 }
 
 /// `u64::from_str`: an optional `+`, then one or more digits, no overflow.
@@ -311,10 +336,7 @@ mod tests {
         run.add(2, None, Some(5));
         run.add(3, Some(11), Some(7));
         run.add(4, None, Some(7));
-        assert_eq!(
-            (run.lines, run.last_step, run.max_steps),
-            (4, 4, Some(11))
-        );
+        assert_eq!((run.lines, run.last_step, run.max_steps), (4, 4, Some(11)));
         assert_eq!((run.peak_gpu_memory, run.peak_step), (Some(7), Some(3)));
         assert_eq!(run.first, first);
     }
