@@ -18,7 +18,8 @@
 # (other work on the machine skews the ratios: measure when it is quiet).
 #
 # Usage: bench/report.sh   (env: SIZE_MIB, DENSE_MIB, FOLDER_MIB, FILES, RUNS, CASES="realistic
-#                           dense small folder", WORK=dir to keep the generated logs there)
+#                           dense small folder", WORK=dir to keep the generated logs there,
+#                           BIN=a memprints binary to time instead of building one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,8 +30,12 @@ files=${FILES:-1024}
 runs=${RUNS:-5}
 cases=${CASES:-realistic dense small folder}
 
-cargo build --release --quiet --bin memprints
-bin=$PWD/target/release/memprints
+if [ -n "${BIN:-}" ]; then
+  bin=$(realpath "$BIN")
+else
+  cargo build --release --quiet --bin memprints
+  bin=$PWD/target/release/memprints
+fi
 if [ -n "${WORK:-}" ]; then
   work=$WORK
   mkdir -p "$work"

@@ -58,7 +58,8 @@ const STEP_BIT: Needles = 1 << 1;
 /// The most bytes of one line that are kept; the rest of a longer line is counted and skipped.
 pub const LINE_CAP: usize = 64 * 1024;
 
-const CHUNK: usize = 1 << 20;
+/// The size of one chunk read and scanned at a time.
+pub(super) const CHUNK: usize = 1 << 20;
 
 /// Opens `path`, decompressing gzip or zstd when the magic bytes say so.
 pub fn open(path: &Path) -> io::Result<Box<dyn Read>> {
@@ -272,13 +273,14 @@ impl Filler {
     }
 }
 
-/// One chunk on its way through [`scan`]: `buf[..len]` is whole lines (the last one possibly
-/// cut off when `at_eof`); the scanner fills in `counts` and `hits`.
-struct Batch {
-    buf: Vec<u8>,
-    len: usize,
-    at_eof: bool,
-    counts: ScanCounts,
+/// One chunk on its way through [`scan`]: `buf[begin..len]` is whole lines (the last one
+/// possibly cut off when `at_eof`); the scanner fills in `counts` and `hits`.
+pub(super) struct Batch {
+    pub(super) buf: Vec<u8>,
+    pub(super) begin: usize,
+    pub(super) len: usize,
+    pub(super) at_eof: bool,
+    pub(super) counts: ScanCounts,
     hits: Vec<Hit>,
 }
 
@@ -295,9 +297,10 @@ enum Hit {
 }
 
 impl Batch {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Batch {
             buf: vec![0; CHUNK],
+            begin: 0,
             len: 0,
             at_eof: false,
             counts: ScanCounts::default(),
@@ -306,7 +309,7 @@ impl Batch {
     }
 
     /// Hands what the scan found to `sink`, in file order, and adds the counts.
-    fn finish(&self, counts: &mut ScanCounts, sink: &mut impl FnMut(Item<'_>)) {
+    pub(super) fn finish(&self, counts: &mut ScanCounts, sink: &mut impl FnMut(Item<'_>)) {
         counts.add(self.counts);
         for hit in &self.hits {
             match hit {
@@ -318,10 +321,11 @@ impl Batch {
         }
     }
 
-    /// Counts the lines of `buf[..len]` (and those longer than [`LINE_CAP`]), and collects
-    /// those holding a needle, folding step lines in [`Mode::FoldSteps`].
-    fn scan(&mut self, finders: &[memmem::Finder<'_>; 3], mode: Mode) {
-        let region = &self.buf[..self.len];
+    /// Counts the lines of `buf[begin..len]` (and those longer than [`LINE_CAP`]), and
+    /// collects those holding a needle, folding step lines in [`Mode::FoldSteps`].
+    pub(super) fn scan(&mut self, finders: &[memmem::Finder<'_>; 3], mode: Mode) {
+        let begin = self.begin;
+        let region = &self.buf[begin..self.len];
         let mut counts = long_lines(region);
         counts.lines = memchr::memchr_iter(b'\n', region).count() as u64;
         if self.at_eof && region.last().is_some_and(|&b| b != b'\n') {
@@ -353,7 +357,11 @@ impl Batch {
                     return;
                 }
             }
-            hits.push(Hit::Line { start, end, found });
+            hits.push(Hit::Line {
+                start: begin + start,
+                end: begin + end,
+                found,
+            });
         });
     }
 }

@@ -9,7 +9,8 @@
 //! bounded: a worker does not start a file more than [`AHEAD`] per worker past the first one
 //! not yet folded, so at most that many collections wait at once, whatever the number of files.
 //! The first error `fold` returns stops the workers (files being scanned are finished) and is
-//! returned.
+//! returned. [`ordered`] is that machinery for any work, also used for the chunks of one big
+//! file ([`super::chunked`]).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -84,49 +85,62 @@ fn scan_one(path: &std::path::Path) -> Scanned {
     Ok(Some(collected))
 }
 
-/// Which file the workers take next, how far the folding got, and whether to stop.
+/// Scans `files` on all cores and calls `fold(index, outcome)` for each, in input order; see
+/// the module doc.
+pub fn scan_files<E>(
+    files: &[PathBuf],
+    fold: impl FnMut(usize, Scanned) -> Result<(), E>,
+) -> Result<(), E> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    ordered(files.len(), workers, AHEAD, |i| scan_one(&files[i]), fold)
+}
+
+/// Which item the workers take next, how far the folding got, and whether to stop.
 struct Queue {
     next: usize,
     folded: usize,
     stop: bool,
 }
 
-/// Scans `files` on all cores and calls `fold(index, outcome)` for each, in input order; see
-/// the module doc.
-pub fn scan_files<E>(
-    files: &[PathBuf],
-    mut fold: impl FnMut(usize, Scanned) -> Result<(), E>,
+/// Runs `work(i)` for every `i` in `0..count` on up to `workers` threads and calls
+/// `fold(i, result)` on the calling thread strictly in order of `i`. A worker does not start an
+/// item more than `ahead` per worker past the first one not yet folded, so at most that many
+/// results wait at once. The first error of `fold` stops the workers (items being worked on
+/// are finished) and is returned.
+pub fn ordered<T: Send, E>(
+    count: usize,
+    workers: usize,
+    ahead: usize,
+    work: impl Fn(usize) -> T + Sync,
+    mut fold: impl FnMut(usize, T) -> Result<(), E>,
 ) -> Result<(), E> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(files.len())
-        .max(1);
-    let window = workers * AHEAD;
+    let workers = workers.min(count).max(1);
+    let window = workers * ahead.max(1);
     let queue = Mutex::new(Queue {
         next: 0,
         folded: 0,
         stop: false,
     });
     let turn = Condvar::new();
-    let (tx, rx) = mpsc::channel::<(usize, Scanned)>();
+    let (tx, rx) = mpsc::channel::<(usize, T)>();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();
-            let (queue, turn) = (&queue, &turn);
+            let (queue, turn, work) = (&queue, &turn, &work);
             scope.spawn(move || {
                 loop {
                     let index = {
                         let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
-                        while !q.stop && q.next < files.len() && q.next >= q.folded + window {
+                        while !q.stop && q.next < count && q.next >= q.folded + window {
                             q = turn.wait(q).unwrap_or_else(|e| e.into_inner());
                         }
-                        if q.stop || q.next >= files.len() {
+                        if q.stop || q.next >= count {
                             return;
                         }
                         q.next += 1;
                         q.next - 1
                     };
-                    if tx.send((index, scan_one(&files[index]))).is_err() {
+                    if tx.send((index, work(index))).is_err() {
                         return;
                     }
                 }
@@ -135,18 +149,17 @@ pub fn scan_files<E>(
         drop(tx);
         let result = (|| {
             let mut waiting = BTreeMap::new();
-            for done in 0..files.len() {
+            for done in 0..count {
                 let outcome = loop {
                     if let Some(outcome) = waiting.remove(&done) {
                         break outcome;
                     }
-                    match rx.recv() {
-                        Ok((index, outcome)) => {
-                            waiting.insert(index, outcome);
-                        }
-                        // Every worker returned: only after a stop, which ends this loop first.
-                        Err(_) => unreachable!("the workers stopped before the last file"),
-                    }
+                    // Workers return only after handing over every item or after a stop, which
+                    // ends this loop first; a worker that panicked re-raises at the scope's end.
+                    let Ok((index, outcome)) = rx.recv() else {
+                        return Ok(());
+                    };
+                    waiting.insert(index, outcome);
                 };
                 fold(done, outcome)?;
                 queue.lock().unwrap_or_else(|e| e.into_inner()).folded = done + 1;

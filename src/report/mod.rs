@@ -12,6 +12,7 @@
 //! point; [`cli`] holds the clap arguments of the subcommand.
 
 pub mod builder;
+pub mod chunked;
 // A doc comment on a clap item is `--help` text: documenting the rest of `cli` changes the
 // help, which is for the CLI layer to decide.
 #[allow(missing_docs)]
@@ -102,20 +103,37 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         Ok(())
     };
     if let [file] = &files[..] {
-        // One file: read and fold it as it is scanned, on two threads.
+        // One file: folded as it is scanned; a big plain one by chunks on all cores, any other
+        // on two threads.
         let read_err = |source| ReportError::Read {
             path: file.clone(),
             source,
         };
-        match inputs::open_text(file).map_err(read_err)? {
-            None => fold(0, Ok(None))?,
-            Some(reader) => {
-                builder.begin_source(0);
-                let counts = lines::scan(reader, lines::Mode::FoldSteps, |item| builder.item(item))
-                    .map_err(read_err)?;
+        let scan = |builder: &mut ReportBuilder| -> Result<bool, ReportError> {
+            if let Some((plain, size)) = inputs::big_plain_file(file).map_err(read_err)? {
+                let counts = chunked::scan_file(&plain, size, lines::Mode::FoldSteps, |item| {
+                    builder.item(item)
+                })
+                .map_err(read_err)?;
                 builder.count_scan(counts);
-                read.push(file.display().to_string());
+                return Ok(true);
             }
+            let Some(reader) = inputs::open_text(file).map_err(read_err)? else {
+                return Ok(false);
+            };
+            let counts = lines::scan(reader, lines::Mode::FoldSteps, |item| builder.item(item))
+                .map_err(read_err)?;
+            builder.count_scan(counts);
+            Ok(true)
+        };
+        builder.begin_source(0);
+        if scan(&mut builder)? {
+            read.push(file.display().to_string());
+        } else {
+            skipped.push(SkippedInput {
+                path: file.display().to_string(),
+                reason: inputs::binary_reason(file),
+            });
         }
     } else {
         many::scan_files(&files, &mut fold)?;
