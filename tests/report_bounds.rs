@@ -127,3 +127,38 @@ fn a_zstd_frame_that_asks_for_a_huge_window_is_an_error_not_an_allocation() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("cannot read"), "{err}");
 }
+
+#[test]
+fn a_log_that_shrinks_while_mapped_stops_the_process_with_one_line() {
+    // The scenario runs in a child (this test binary again): it dies by design.
+    if std::env::var_os("MEMPRINTS_SHRINK_CHILD").is_some() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node0.log");
+        std::fs::write(&path, vec![b'x'; 4 << 20]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let map = memprints::report::mapped::Mapped::new(&file, "node0.log").unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        let byte = std::hint::black_box(map.bytes())[3 << 20];
+        panic!("read {byte} past the end of a shrunk file");
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_log_that_shrinks_while_mapped_stops_the_process_with_one_line",
+            "--nocapture",
+        ])
+        .env("MEMPRINTS_SHRINK_CHILD", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("memprints: cannot read node0.log: the file shrank while it was being read"),
+        "{err}"
+    );
+}

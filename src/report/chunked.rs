@@ -1,145 +1,95 @@
 //! One big plain log file scanned by chunks on all cores, with the result of [`lines::scan`].
 //!
-//! Contract: [`scan_file`] cuts the file into [`CHUNK`]-sized pieces read with positioned reads
-//! (`pread`: no shared file offset, no memory map, so a file truncated meanwhile is a read error,
-//! not a crash). Chunk `k` *owns* the lines that start inside it: it skips the bytes before the
-//! first line start (the end of a line the previous chunk owns) and reads past its end until its
-//! last line ends, keeping at most [`LINE_CAP`] bytes of it. Every line is owned by exactly one
-//! chunk, so the line counts, the long lines, the needle lines and the folded step lines of the
-//! chunks, handed to the sink in chunk order by [`many::ordered`], are those of a scan of the
-//! whole file in one stream. At most two chunks per worker wait to be folded, and their
-//! buffers are reused: memory does not grow with the file.
+//! Contract: [`scan_file`] maps the file read-only ([`Mapped`]: no copy of its bytes, which is
+//! most of what reading a page-cached log costs) and cuts it into [`CHUNK`]-sized pieces.
+//! Chunk `k` *owns* the lines that start inside it: it skips the bytes before its first line
+//! start (the end of a line the previous chunk owns) and runs past its end to the end of its
+//! last line. Every line is owned by exactly one chunk, so the line counts, the long lines
+//! (cut to [`LINE_CAP`] by the scan), the needle lines and the folded step lines of the chunks,
+//! handed to the sink in chunk order by [`many::ordered`], are those of one scan of the whole
+//! file. At most two chunks per worker wait to be folded; each holds only its hits, and the
+//! pages of a folded chunk are released ([`Mapped::release`]), so the resident size stays a few
+//! chunks whatever the file's size.
+//!
+//! A file that shrinks while mapped makes the next access past its new end a bus error: the
+//! process then stops with one line naming the file (see [`Mapped`]), never reads garbage.
+//!
+//! [`lines::scan`]: super::lines::scan
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
-use std::sync::Mutex;
 
 use memchr::memmem;
 
-use super::lines::{Batch, CHUNK, Item, LINE_CAP, Mode, NEEDLES, ScanCounts};
+use super::lines::{CHUNK, Found, Item, Mode, NEEDLES, ScanCounts};
 use super::many;
+use super::mapped::Mapped;
 
 /// Files smaller than this are read in one stream: threads would not pay for themselves.
 pub const MIN_SIZE: u64 = 16 * CHUNK as u64;
 
-/// Scans the `size` bytes of `file` on all cores and calls `sink` with what [`lines::scan`]
-/// would hand it, in file order, on the calling thread.
+/// Scans `file` (named `name` in the message of a bus error) on all cores and calls `sink`
+/// with what [`lines::scan`] would hand it, in file order, on the calling thread.
 ///
 /// [`lines::scan`]: super::lines::scan
 pub fn scan_file(
     file: &File,
-    size: u64,
+    name: &str,
     mode: Mode,
     mut sink: impl FnMut(Item<'_>),
 ) -> io::Result<ScanCounts> {
-    let chunks = usize::try_from(size.div_ceil(CHUNK as u64)).map_err(io::Error::other)?;
+    let map = Mapped::new(file, name)?;
+    let bytes = map.bytes();
+    let chunks = bytes.len().div_ceil(CHUNK);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let spare: Mutex<Vec<Batch>> = Mutex::new(Vec::new());
     let mut counts = ScanCounts::default();
     many::ordered(
         chunks,
         workers,
         2,
-        |k| {
-            let batch = spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            scan_chunk(file, size, k, mode, batch.unwrap_or_else(chunk_batch))
-        },
-        |_, batch: io::Result<Batch>| -> io::Result<()> {
-            let batch = batch?;
-            batch.finish(&mut counts, &mut sink);
-            spare.lock().unwrap_or_else(|e| e.into_inner()).push(batch);
+        |k| scan_chunk(bytes, k, mode),
+        |k, (region, found): (std::ops::Range<usize>, Found)| -> io::Result<()> {
+            found.finish(&bytes[region], &mut counts, &mut sink);
+            // The chunk before is done with: chunk `k`, folded, has read its last byte, and no
+            // later chunk reads it. Its pages need not stay resident. (Releasing chunk `k`
+            // itself now would let chunk `k + 1` map its last pages again, for good.)
+            if k > 0 {
+                map.release((k - 1) * CHUNK..k * CHUNK);
+            }
             Ok(())
         },
     )?;
     Ok(counts)
 }
 
-/// A batch with room for a chunk, the byte before it, and the kept part of its last line.
-fn chunk_batch() -> Batch {
-    let mut batch = Batch::new();
-    batch.buf.resize(CHUNK + 1 + LINE_CAP + 1, 0);
-    batch
-}
-
-/// Reads and scans chunk `k`: the lines that start in `[k·CHUNK, (k+1)·CHUNK)`.
-fn scan_chunk(file: &File, size: u64, k: usize, mode: Mode, mut batch: Batch) -> io::Result<Batch> {
-    let chunk_start = k as u64 * CHUNK as u64;
-    let chunk_end = (chunk_start + CHUNK as u64).min(size);
-    // From the byte before the chunk, to see whether a line starts at its first byte.
-    let read_from = chunk_start.saturating_sub(1);
-    let n = (chunk_end - read_from) as usize;
-    let buf = &mut batch.buf;
-    file.read_exact_at(&mut buf[..n], read_from)?;
+/// Scans chunk `k` of `bytes`: the lines that start in `[k·CHUNK, (k+1)·CHUNK)`. Returns the
+/// region of those lines and what it holds.
+fn scan_chunk(bytes: &[u8], k: usize, mode: Mode) -> (std::ops::Range<usize>, Found) {
+    let chunk_start = k * CHUNK;
+    let chunk_end = (chunk_start + CHUNK).min(bytes.len());
+    // A line starts at the chunk's first byte when the byte before it ends a line.
     let begin = if k == 0 {
         0
     } else {
-        memchr::memchr(b'\n', &buf[..n]).map_or(n, |p| p + 1)
+        memchr::memchr(b'\n', &bytes[chunk_start - 1..chunk_end])
+            .map_or(chunk_end, |p| chunk_start + p)
     };
-    batch.begin = begin;
-    batch.len = begin;
-    batch.at_eof = false;
-    if begin >= n {
-        // No line starts here: the chunk is inside a line an earlier chunk owns.
-        batch.counts = ScanCounts::default();
-        batch.scan(&finders(), mode);
-        return Ok(batch);
-    }
-    let mut len = n;
-    let mut tail = ScanCounts::default();
-    let at_file_end = chunk_end == size;
-    let mut at_eof = at_file_end;
-    if !at_file_end && buf[n - 1] != b'\n' {
-        // The last line goes on past the chunk: read it to its end, keeping LINE_CAP bytes.
-        let line_start = memchr::memrchr(b'\n', &buf[begin..n]).map_or(begin, |p| begin + p + 1);
-        let in_chunk = n - line_start;
-        let mut line_len = in_chunk;
-        let mut at = chunk_end;
-        let mut piece = [0u8; 16 * 1024];
-        loop {
-            let got = match file.read_at(&mut piece, at) {
-                Ok(got) => got,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if got == 0 {
-                at_eof = true;
-                break;
-            }
-            at += got as u64;
-            let newline = memchr::memchr(b'\n', &piece[..got]);
-            let take = newline.unwrap_or(got);
-            let keep = take.min(LINE_CAP.saturating_sub(line_len));
-            buf[len..len + keep].copy_from_slice(&piece[..keep]);
-            len += keep;
-            tail.cut_bytes += (take - keep) as u64;
-            line_len += take;
-            if newline.is_some() {
-                buf[len] = b'\n';
-                len += 1;
-                break;
-            }
-        }
-        // A line already longer than the cap inside the chunk is counted by the scan.
-        if line_len > LINE_CAP && in_chunk <= LINE_CAP {
-            tail.long_lines = 1;
-        }
-    }
-    batch.len = len;
-    batch.at_eof = at_eof;
-    batch.scan(&finders(), mode);
-    batch.counts.add(tail);
-    Ok(batch)
-}
-
-fn finders() -> [memmem::Finder<'static>; 3] {
-    NEEDLES.map(memmem::Finder::new)
+    let end = if begin >= chunk_end || bytes[chunk_end - 1] == b'\n' {
+        chunk_end.max(begin)
+    } else {
+        memchr::memchr(b'\n', &bytes[chunk_end..]).map_or(bytes.len(), |p| chunk_end + p + 1)
+    };
+    let mut found = Found::default();
+    let region = &bytes[begin..end];
+    let finders = NEEDLES.map(memmem::Finder::new);
+    found.scan(region, end == bytes.len(), &finders, mode);
+    (begin..end, found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::lines;
+    use crate::report::lines::{self, LINE_CAP};
     use std::io::Write;
 
     /// What `lines::scan` hands over and counts, as owned values.
@@ -154,7 +104,7 @@ mod tests {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(text).unwrap();
         let mut seen = Vec::new();
-        let counts = scan_file(&file, text.len() as u64, Mode::FoldSteps, |item| {
+        let counts = scan_file(&file, "t.log", Mode::FoldSteps, |item| {
             seen.push(format!("{item:?}"))
         })
         .unwrap();
@@ -207,13 +157,5 @@ mod tests {
         assert_eq!(chunked(&text), streamed(&text));
         let (seen, counts) = chunked(&text);
         assert_eq!((counts.lines, counts.long_lines, seen.len()), (2, 1, 1));
-    }
-
-    #[test]
-    fn a_file_that_shrinks_while_read_is_an_error() {
-        let mut file = tempfile::tempfile().unwrap();
-        file.write_all(&vec![b'\n'; 2 * CHUNK]).unwrap();
-        let err = scan_file(&file, 4 * CHUNK as u64, Mode::FoldSteps, |_| {}).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

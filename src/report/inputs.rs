@@ -76,10 +76,10 @@ pub fn open_text(path: &Path) -> io::Result<Option<Box<dyn Read>>> {
     Ok(Some(Box::new(io::Cursor::new(head).chain(reader))))
 }
 
-/// `path` opened for [`super::chunked`] with its size, when it is a regular file of at least
+/// `path` opened for [`super::chunked`], when it is a regular file of at least
 /// [`super::chunked::MIN_SIZE`] bytes that is neither compressed nor binary (no NUL byte in its
 /// first [`SNIFF_BYTES`]); `None` for anything else, to be read through [`open_text`].
-pub fn big_plain_file(path: &Path) -> io::Result<Option<(std::fs::File, u64)>> {
+pub fn big_plain_file(path: &Path) -> io::Result<Option<std::fs::File>> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path)?;
     let meta = file.metadata()?;
@@ -92,7 +92,7 @@ pub fn big_plain_file(path: &Path) -> io::Result<Option<(std::fs::File, u64)>> {
     if compressed || memchr::memchr(0, &head).is_some() {
         return Ok(None);
     }
-    Ok(Some((file, meta.len())))
+    Ok(Some(file))
 }
 
 /// Why a binary file named on the command line is not read.

@@ -274,19 +274,27 @@ impl Filler {
 }
 
 /// One chunk on its way through [`scan`]: `buf[begin..len]` is whole lines (the last one
-/// possibly cut off when `at_eof`); the scanner fills in `counts` and `hits`.
-pub(super) struct Batch {
-    pub(super) buf: Vec<u8>,
-    pub(super) begin: usize,
-    pub(super) len: usize,
-    pub(super) at_eof: bool,
+/// possibly cut off when `at_eof`); the scanner fills in `found`.
+struct Batch {
+    buf: Vec<u8>,
+    begin: usize,
+    len: usize,
+    at_eof: bool,
+    found: Found,
+}
+
+/// What the scan of one region of whole lines found: its counts and its hits, in order.
+#[derive(Default)]
+pub(super) struct Found {
+    /// The region's lines, long lines and cut bytes.
     pub(super) counts: ScanCounts,
     hits: Vec<Hit>,
 }
 
-/// What [`Batch::scan`] found, in file order.
-enum Hit {
-    /// A line holding a needle: `buf[start..end]` without its `\n`, at most [`LINE_CAP`] long.
+/// What [`Found::scan`] found, in file order.
+pub(super) enum Hit {
+    /// A line holding a needle: `region[start..end]` without its `\n`, at most [`LINE_CAP`]
+    /// long.
     Line {
         start: usize,
         end: usize,
@@ -297,38 +305,59 @@ enum Hit {
 }
 
 impl Batch {
-    pub(super) fn new() -> Self {
+    fn new() -> Self {
         Batch {
             buf: vec![0; CHUNK],
             begin: 0,
             len: 0,
             at_eof: false,
-            counts: ScanCounts::default(),
-            hits: Vec::new(),
+            found: Found::default(),
         }
     }
 
     /// Hands what the scan found to `sink`, in file order, and adds the counts.
-    pub(super) fn finish(&self, counts: &mut ScanCounts, sink: &mut impl FnMut(Item<'_>)) {
+    fn finish(&self, counts: &mut ScanCounts, sink: &mut impl FnMut(Item<'_>)) {
+        self.found
+            .finish(&self.buf[self.begin..self.len], counts, sink);
+    }
+
+    /// Scans `buf[begin..len]` ([`Found::scan`]).
+    fn scan(&mut self, finders: &[memmem::Finder<'_>; 3], mode: Mode) {
+        self.found
+            .scan(&self.buf[self.begin..self.len], self.at_eof, finders, mode);
+    }
+}
+
+impl Found {
+    /// Hands the hits to `sink` in order (`region` is the one scanned), and adds the counts.
+    pub(super) fn finish(
+        &self,
+        region: &[u8],
+        counts: &mut ScanCounts,
+        sink: &mut impl FnMut(Item<'_>),
+    ) {
         counts.add(self.counts);
         for hit in &self.hits {
             match hit {
-                Hit::Line { start, end, found } => {
-                    sink(Item::Line(&self.buf[*start..*end], *found))
-                }
+                Hit::Line { start, end, found } => sink(Item::Line(&region[*start..*end], *found)),
                 Hit::Steps(run) => sink(Item::Steps(run)),
             }
         }
     }
 
-    /// Counts the lines of `buf[begin..len]` (and those longer than [`LINE_CAP`]), and
-    /// collects those holding a needle, folding step lines in [`Mode::FoldSteps`].
-    pub(super) fn scan(&mut self, finders: &[memmem::Finder<'_>; 3], mode: Mode) {
-        let begin = self.begin;
-        let region = &self.buf[begin..self.len];
+    /// Counts the lines of `region` (whole lines from a line start; the last one may lack its
+    /// `\n` when `at_eof`) and those longer than [`LINE_CAP`], and collects the lines holding
+    /// a needle, folding step lines in [`Mode::FoldSteps`].
+    pub(super) fn scan(
+        &mut self,
+        region: &[u8],
+        at_eof: bool,
+        finders: &[memmem::Finder<'_>; 3],
+        mode: Mode,
+    ) {
         let mut counts = long_lines(region);
         counts.lines = memchr::memchr_iter(b'\n', region).count() as u64;
-        if self.at_eof && region.last().is_some_and(|&b| b != b'\n') {
+        if at_eof && region.last().is_some_and(|&b| b != b'\n') {
             counts.lines += 1;
         }
         self.counts = counts;
@@ -357,11 +386,7 @@ impl Batch {
                     return;
                 }
             }
-            hits.push(Hit::Line {
-                start: begin + start,
-                end: begin + end,
-                found,
-            });
+            hits.push(Hit::Line { start, end, found });
         });
     }
 }

@@ -22,6 +22,7 @@ pub mod inputs;
 pub mod joined;
 pub mod lines;
 pub mod many;
+pub mod mapped;
 pub mod parse;
 pub mod render;
 pub mod runs;
@@ -110,8 +111,9 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
             source,
         };
         let scan = |builder: &mut ReportBuilder| -> Result<bool, ReportError> {
-            if let Some((plain, size)) = inputs::big_plain_file(file).map_err(read_err)? {
-                let counts = chunked::scan_file(&plain, size, lines::Mode::FoldSteps, |item| {
+            if let Some(plain) = inputs::big_plain_file(file).map_err(read_err)? {
+                let name = file.display().to_string();
+                let counts = chunked::scan_file(&plain, &name, lines::Mode::FoldSteps, |item| {
                     builder.item(item)
                 })
                 .map_err(read_err)?;
