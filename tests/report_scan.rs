@@ -40,6 +40,10 @@ fn fast(inputs: &[PathBuf]) -> String {
 
 fn assert_same(files: &[PathBuf]) {
     let (want, got) = (line_by_line(files), fast(files));
+    if want != got && std::env::var_os("REPORT_SCAN_DUMP").is_some() {
+        std::fs::write("/tmp/logspeed/want.json", &want).unwrap();
+        std::fs::write("/tmp/logspeed/got.json", &got).unwrap();
+    }
     assert!(
         want == got,
         "the fast report of {files:?} differs from the line-by-line one"
@@ -224,4 +228,45 @@ fn two_hundred_megabyte_print_lines_are_cut_and_noted() {
     let short = write(dir.path(), "short.log", b"[rank=0] x\n");
     let plain = render::json(&run_report(&[short], &ReportOptions::default()).unwrap());
     assert!(!plain.contains("long_lines") && !plain.contains("cut_bytes"));
+}
+
+/// Inputs the `report_log` fuzz target found crashing (`tests/data/fuzz/report_log/`, named
+/// after what they found), checked as the target checks any bytes (binary ones included, which
+/// `run_report` would skip): scanned, they report without a panic, the same as line by line,
+/// in every format.
+#[test]
+fn fuzz_crash_inputs_report_without_a_panic() {
+    use memprints::report::lines::{self, LINE_CAP, Mode};
+    let dir = root().join("tests/data/fuzz/report_log");
+    let mut inputs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    inputs.sort();
+    assert!(!inputs.is_empty());
+    for input in inputs {
+        let data = std::fs::read(&input).unwrap();
+        let mut fast = ReportBuilder::new(None);
+        let counts = lines::scan(&data[..], Mode::FoldSteps, |item| fast.item(item)).unwrap();
+        fast.count_scan(counts);
+        let fast = fast.finish(vec!["fuzz.log".to_owned()]);
+        let mut plain = ReportBuilder::new(None);
+        let mut parts: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+        if parts.last().is_some_and(|p| p.is_empty()) {
+            parts.pop();
+        }
+        for line in parts {
+            plain.count_lines(1);
+            plain.line(&line[..line.len().min(LINE_CAP)]);
+        }
+        let plain = plain.finish(vec!["fuzz.log".to_owned()]);
+        assert_eq!(render::json(&fast), render::json(&plain), "{input:?}");
+        for format in [
+            render::Format::Text,
+            render::Format::Markdown,
+            render::Format::Html,
+        ] {
+            render::render(&fast, format, false);
+        }
+    }
 }

@@ -417,10 +417,11 @@ impl RankState {
                 // Until its summary line comes (it may never: a cut-off log) the group is the
                 // sum of its tensors.
                 group.count += 1;
+                // Saturating: a forged log may list enough huge tensors to overflow.
                 if weight {
-                    group.weights += size;
+                    group.weights = group.weights.saturating_add(size);
                 } else {
-                    group.activations += size;
+                    group.activations = group.activations.saturating_add(size);
                 }
                 group.bytes_exact &= bytes_exact;
                 group.size_from = if group.bytes_exact {

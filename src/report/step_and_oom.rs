@@ -24,7 +24,8 @@ pub struct StepLine {
     pub max_steps: Option<u64>,
     /// `step-time X sec`.
     pub step_time_s: Option<f64>,
-    /// `peak-gpu-memory X GB` in bytes (PithTrain divides by 1024³).
+    /// `peak-gpu-memory X GB` in bytes (PithTrain divides by 1024³); a line with a figure beyond
+    /// [`super::parse::MAX_BYTES`] is not a step line.
     pub peak_gpu_memory: Option<i64>,
 }
 
@@ -65,7 +66,7 @@ pub fn parse_step_line(line: &str) -> Option<StepLine> {
             out.step_time_s = v.trim_end_matches(" sec").parse().ok();
         } else if let Some(v) = field.strip_prefix("peak-gpu-memory ") {
             let (d, _) = decimal(v.as_bytes())?;
-            out.peak_gpu_memory = Some(d.scaled(1 << 30));
+            out.peak_gpu_memory = Some(d.bytes(1 << 30)?);
         }
     }
     Some(out)
@@ -145,7 +146,7 @@ pub fn parse_step_ascii(line: &[u8]) -> Option<StepFields<'_>> {
             Some(b'p') => {
                 if let Some(v) = field.strip_prefix(b"peak-gpu-memory ") {
                     let (d, _) = decimal(v)?;
-                    out.peak_gpu_memory = Some(d.scaled(1 << 30));
+                    out.peak_gpu_memory = Some(d.bytes(1 << 30)?);
                 }
             }
             _ => {}
@@ -310,6 +311,7 @@ mod tests {
             "x | step -3/4",
             "x | step 99999999999999999999/4",
             "x | step 5/4 | peak-gpu-memory x GB",
+            "x | step 5/4 | peak-gpu-memory 16666666666666 GB",
             "x | steps 5/4 | step 6/7\t|\x0bstep-time 2.0 \r",
             "a | step over here",
             "| step ",
