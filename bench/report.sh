@@ -1,67 +1,75 @@
 #!/usr/bin/env bash
-# Throughput of `memprints report --format json` against `grep -c '\[rank='` on the same log.
+# `memprints report --format json` against `grep -c '\[rank='` on logs built from the kept real
+# PithTrain logs (tests/data/e2e/defaults-pp1, by bench/gen_real_log.py), in one run:
 #
-# Generates a log of 64 ranks (pp=8, 32 micro-batches, every rank printing) of at least
-# SIZE_MIB MiB (default 1100, i.e. > 1 GiB), warms the page cache, then times each tool RUNS
-# times (default 3, alternating) and prints the median time, MB/s for each and the ratio
-# (target: memprints >= 0.5 x grep).
+#   realistic  a node log of 64 ranks (pp=8): the real memory prints re-ranked, then the logs'
+#              own non-print lines (step lines with all fields, config dumps, warnings) and
+#              torchrun/NCCL lines and tracebacks, repeated with growing step numbers.
+#              SIZE_MIB MiB (default 1100, > 1 GiB). Target: ratio <= 1.0.
+#   dense      a print on (nearly) every line: the per-step prints of the real log for 64 ranks
+#              on every training step (memory profiling left on). DENSE_MIB MiB (default
+#              SIZE_MIB). Target: ratio <= 1.5.
+#   small      the realistic log at a quarter of the size: peak RSS must not grow with the size.
+#   folder     FILES per-rank logs (default 1024) of FOLDER_MIB MiB in all (default SIZE_MIB),
+#              read on all cores, and the same folder at a quarter of the size (peak RSS).
 #
-#   PROFILE=realistic (default) the prints on step 0 only, as the full instrumentation does,
-#                     then a long run of step lines and NCCL/launcher noise.
-#   PROFILE=dense     the pipeline and layer prints on every training step (memory_profiling
-#                     left on): nearly every line is a memory print, so parsing dominates.
+# Each pair is timed RUNS times (default 5), alternating, after an untimed warm-up run; the
+# output has min/median/max wall times, peak RSS and the per-pair ratios, and the machine's load
+# (other work on the machine skews the ratios: measure when it is quiet).
 #
-# Usage: bench/report.sh [LOG_PATH]   (env: SIZE_MIB, PROFILE, RUNS, KEEP=1 to keep the log,
-#                                      REUSE=1 to time an existing LOG_PATH as it is)
+# Usage: bench/report.sh   (env: SIZE_MIB, DENSE_MIB, FOLDER_MIB, FILES, RUNS, CASES="realistic
+#                           dense small folder", WORK=dir to keep the generated logs there,
+#                           BIN=a memprints binary to time instead of building one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 size_mib=${SIZE_MIB:-1100}
-profile=${PROFILE:-realistic}
-runs=${RUNS:-3}
-log=${1:-$(mktemp --tmpdir memprints-bench-XXXXXX.log)}
+dense_mib=${DENSE_MIB:-$size_mib}
+folder_mib=${FOLDER_MIB:-$size_mib}
+files=${FILES:-1024}
+runs=${RUNS:-5}
+cases=${CASES:-realistic dense small folder}
 
-cargo build --release --quiet --bin memprints --example gen_report_log
-bin=target/release/memprints
-gen=target/release/examples/gen_report_log
-
-case "$profile" in
-  dense) gen_args=(--profiled-steps 1000000 --train-steps 1000000 --noise 1) ;;
-  realistic) gen_args=(--profiled-steps 1 --train-steps 100000000 --noise 400) ;;
-  *) echo "PROFILE must be dense or realistic" >&2; exit 2 ;;
-esac
-
-if [ "${REUSE:-0}" = 1 ] && [ -s "$log" ]; then
-  echo "reusing $log as it is (REUSE=1; PROFILE and SIZE_MIB not applied)"
+if [ -n "${BIN:-}" ]; then
+  bin=$(realpath "$BIN")
 else
-  echo "generating $profile log of >= $size_mib MiB (64 ranks, pp=8) at $log"
-  "$gen" --world 64 --pp 8 --chunks 32 --size-mib "$size_mib" "${gen_args[@]}" > "$log"
+  cargo build --release --quiet --bin memprints
+  bin=$PWD/target/release/memprints
 fi
-bytes=$(stat -c %s "$log")
-cat "$log" > /dev/null  # page cache
+if [ -n "${WORK:-}" ]; then
+  work=$WORK
+  mkdir -p "$work"
+else
+  work=$(mktemp -d --tmpdir memprints-bench-XXXXXX)
+  trap 'rm -rf "$work"' EXIT
+fi
+gen() { python3 bench/gen_real_log.py "$@"; }
 
-now() { date +%s.%N; }
-grep_times=() ours_times=()
-for _ in $(seq "$runs"); do
-  t0=$(now); tags=$(grep -c '\[rank=' "$log"); t1=$(now)
-  "$bin" report "$log" --format json > /dev/null
-  t2=$(now)
-  grep_times+=("$t0 $t1") ours_times+=("$t1 $t2")
+echo "machine: $(nproc) cores; uptime: $(uptime)"
+args=()
+report() { echo "$bin report $1 --format json"; }
+grepc() { echo "grep -c '\\[rank=' $1"; }
+for c in $cases; do
+  case $c in
+    realistic)
+      gen --size-mib "$size_mib" > "$work/realistic.log"
+      args+=(--case "realistic ($size_mib MiB)" 1.0 "$(grepc "$work/realistic.log")" "$(report "$work/realistic.log")") ;;
+    dense)
+      gen --size-mib "$dense_mib" --profile dense > "$work/dense.log"
+      args+=(--case "dense ($dense_mib MiB)" 1.5 "$(grepc "$work/dense.log")" "$(report "$work/dense.log")") ;;
+    small)
+      gen --size-mib $((size_mib / 4)) > "$work/small.log"
+      args+=(--case "realistic, small ($((size_mib / 4)) MiB)" - "$(grepc "$work/small.log")" "$(report "$work/small.log")") ;;
+    folder)
+      rm -rf "$work/ranks" "$work/ranks-small"
+      gen --size-mib "$folder_mib" --folder "$work/ranks" --files "$files"
+      gen --size-mib $((folder_mib / 4)) --folder "$work/ranks-small" --files "$files"
+      # grep over the files one by one: `grep -c -r` prints a count per file, like `grep -c`.
+      args+=(--case "folder of $files per-rank logs ($folder_mib MiB)" - "grep -r -c '\\[rank=' $work/ranks" "$(report "$work/ranks")")
+      args+=(--case "folder of $files per-rank logs ($((folder_mib / 4)) MiB)" - "grep -r -c '\\[rank=' $work/ranks-small" "$(report "$work/ranks-small")") ;;
+    *) echo "unknown case $c" >&2; exit 2 ;;
+  esac
 done
-
-python3 - "$bytes" "$tags" "${grep_times[*]}" "${ours_times[*]}" <<'PY'
-import statistics, sys
-size, lines = int(sys.argv[1]), int(sys.argv[2])
-def spans(arg):
-    v = list(map(float, arg.split()))
-    return sorted(b - a for a, b in zip(v[::2], v[1::2]))
-grep, ours = spans(sys.argv[3]), spans(sys.argv[4])
-mb = size / 1e6
-grep_s, ours_s = statistics.median(grep), statistics.median(ours)
-runs = lambda t: " ".join(f"{x:.3f}" for x in t)
-print(f"log: {mb:.0f} MB, {lines} lines with [rank=; median of {len(grep)} runs each")
-print(f"grep -c '\\[rank=': {grep_s:.3f} s, {mb / grep_s:.0f} MB/s  (runs: {runs(grep)})")
-print(f"memprints report --format json: {ours_s:.3f} s, {mb / ours_s:.0f} MB/s  (runs: {runs(ours)})")
-print(f"ratio memprints/grep throughput: {grep_s / ours_s:.2f} (target >= 0.50)")
-PY
-if [ "${KEEP:-0}" != 1 ] && [ -z "${1:-}" ]; then rm -f "$log"; fi
+du -sh "$work"/* | sed 's/^/input: /'
+python3 bench/timeit.py --runs "$runs" "${args[@]}"
+echo "uptime after: $(uptime)"

@@ -4,13 +4,18 @@
 
 use std::io::{self, BufRead, Read};
 
+/// The largest zstd window accepted, as a power of two (zstd's own default limit).
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+
 /// Wraps `input` in the decompressor its first bytes call for, or returns it as it is.
 pub fn decompressed<R: BufRead + 'static>(mut input: R) -> io::Result<Box<dyn Read>> {
     let head = input.fill_buf()?;
     Ok(if head.starts_with(&[0x1f, 0x8b]) {
         Box::new(flate2::read::MultiGzDecoder::new(input))
     } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(zstd::stream::read::Decoder::with_buffer(input)?)
+        let mut decoder = zstd::stream::read::Decoder::with_buffer(input)?;
+        decoder.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
+        Box::new(decoder)
     } else {
         Box::new(input)
     })

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::lines::{self, Needles};
+use super::lines::{self, Item, Needles, ScanCounts};
 use super::parse::{Detail, Event, PipelinePoint, parse_print, tag_rank};
 use super::runs::{self, RankProgress};
 use super::saved;
@@ -24,7 +24,7 @@ use super::schema::{
     RankReport, Report, Run, RunStats, SCHEMA_VERSION, SavedGroup, SavedTensor, SetupEntry,
     SetupPhase, SizeFrom, SnapshotFile, Stats, Training,
 };
-use super::step_and_oom::{parse_oom_line, parse_step_line};
+use super::step_and_oom::{StepRun, parse_oom_line, parse_step_line};
 use super::{joined, summary};
 
 /// Unparsed prints kept as examples in [`Stats::unparsed_examples`].
@@ -91,6 +91,44 @@ impl ReportBuilder {
     /// Adds lines that were read but not passed to [`Self::line`].
     pub fn count_lines(&mut self, n: u64) {
         self.stats.lines_read += n;
+    }
+
+    /// Adds what a scan of one input counted ([`lines::scan`]).
+    pub fn count_scan(&mut self, counts: ScanCounts) {
+        self.stats.lines_read += counts.lines;
+        self.stats.long_lines += counts.long_lines;
+        self.stats.cut_bytes += counts.cut_bytes;
+    }
+
+    /// Feeds one item of [`lines::scan`].
+    pub fn item(&mut self, item: Item<'_>) {
+        match item {
+            Item::Line(line, found) => self.line_with(line, found),
+            Item::Steps(steps) => self.steps(steps),
+        }
+    }
+
+    /// Folds consecutive step lines into the current run's training figures, as feeding them
+    /// one by one would.
+    pub fn steps(&mut self, steps: &StepRun) {
+        let first = steps.first;
+        let t = self.run().training.get_or_insert(Training {
+            steps_logged: 0,
+            first_step: first.step,
+            last_step: first.step,
+            max_steps: first.max_steps,
+            first_step_time_s: first.step_time_s,
+            first_step_peak_gpu_memory: first.peak_gpu_memory,
+            peak_gpu_memory: None,
+            peak_step: None,
+        });
+        t.steps_logged += steps.lines;
+        t.last_step = steps.last_step;
+        t.max_steps = steps.max_steps.or(t.max_steps);
+        if steps.peak_gpu_memory > t.peak_gpu_memory {
+            t.peak_gpu_memory = steps.peak_gpu_memory;
+            t.peak_step = steps.peak_step;
+        }
     }
 
     /// Feeds one physical line (without its `\n`), looking for every kind of needle.
@@ -199,23 +237,7 @@ impl ReportBuilder {
         if line.contains("| step ")
             && let Some(step) = parse_step_line(line)
         {
-            let t = self.run().training.get_or_insert(Training {
-                steps_logged: 0,
-                first_step: step.step,
-                last_step: step.step,
-                max_steps: step.max_steps,
-                first_step_time_s: step.step_time_s,
-                first_step_peak_gpu_memory: step.peak_gpu_memory,
-                peak_gpu_memory: None,
-                peak_step: None,
-            });
-            t.steps_logged += 1;
-            t.last_step = step.step;
-            t.max_steps = step.max_steps.or(t.max_steps);
-            if step.peak_gpu_memory > t.peak_gpu_memory {
-                t.peak_gpu_memory = step.peak_gpu_memory;
-                t.peak_step = Some(step.step);
-            }
+            self.steps(&StepRun::new(step));
         }
         if let Some(oom) = parse_oom_line(line) {
             let run = self.run();
@@ -395,10 +417,11 @@ impl RankState {
                 // Until its summary line comes (it may never: a cut-off log) the group is the
                 // sum of its tensors.
                 group.count += 1;
+                // Saturating: a forged log may list enough huge tensors to overflow.
                 if weight {
-                    group.weights += size;
+                    group.weights = group.weights.saturating_add(size);
                 } else {
-                    group.activations += size;
+                    group.activations = group.activations.saturating_add(size);
                 }
                 group.bytes_exact &= bytes_exact;
                 group.size_from = if group.bytes_exact {

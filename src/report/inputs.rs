@@ -76,6 +76,25 @@ pub fn open_text(path: &Path) -> io::Result<Option<Box<dyn Read>>> {
     Ok(Some(Box::new(io::Cursor::new(head).chain(reader))))
 }
 
+/// `path` opened for [`super::chunked`], when it is a regular file of at least
+/// [`super::chunked::MIN_SIZE`] bytes that is neither compressed nor binary (no NUL byte in its
+/// first [`SNIFF_BYTES`]); `None` for anything else, to be read through [`open_text`].
+pub fn big_plain_file(path: &Path) -> io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() < super::chunked::MIN_SIZE {
+        return Ok(None);
+    }
+    let mut head = [0u8; SNIFF_BYTES];
+    file.read_exact_at(&mut head, 0)?;
+    let compressed = head.starts_with(&[0x1f, 0x8b]) || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]);
+    if compressed || memchr::memchr(0, &head).is_some() {
+        return Ok(None);
+    }
+    Ok(Some(file))
+}
+
 /// Why a binary file named on the command line is not read.
 pub fn binary_reason(path: &Path) -> String {
     if is_snapshot_name(path) {

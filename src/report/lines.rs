@@ -4,21 +4,30 @@
 //! - [`open`] sniffs the first bytes of a file: gzip (`1f 8b`) and zstd (`28 b5 2f fd`) are
 //!   decompressed on the fly (concatenated gzip members included); anything else is read as is.
 //! - [`scan`] reads any [`Read`] in large chunks and calls the sink once for every *physical*
-//!   line that contains one of the [`NEEDLES`], in file order. The slice it gets has no `\n`;
-//!   a trailing `\r` (CRLF logs) is still there for the caller to strip. A last line without a
-//!   terminator (a log cut off mid-write) is passed like any other.
+//!   line that contains one of the [`NEEDLES`], in file order ([`Item::Line`]). The slice it
+//!   gets has no `\n`; a trailing `\r` (CRLF logs) is still there for the caller to strip. A
+//!   last line without a terminator (a log cut off mid-write) is passed like any other.
+//! - With [`Mode::FoldSteps`], PithTrain's step lines do not reach the sink one by one: every
+//!   stretch of ASCII step lines without an escape byte, between two lines that do reach it, is
+//!   read with [`step_and_oom::parse_step_ascii`] on the scanning thread and handed over as one
+//!   [`Item::Steps`] aggregate, in its place in file order. A line holding `| step ` that is
+//!   not a step line is dropped there, as the report would drop it. Other step lines (colour
+//!   escapes, non-ASCII bytes) reach the sink as lines.
+//! - **Bounded lines:** at most [`LINE_CAP`] bytes of any line are kept; needles past them are
+//!   not seen, and [`ScanCounts`] counts the lines that were cut and the bytes dropped. The
+//!   result does not depend on where chunks or reads happen to split the input.
 //! - Lines without a needle are only counted: the scan is memchr over whole chunks, the way grep
 //!   works (one `memchr3` pass for a rare byte of each needle, every probe checked, falling back
 //!   to one memmem pass per needle where those bytes turn out common), so its cost barely depends
 //!   on how much noise the log holds.
-//! - The calling thread reads and calls the sink; one scoped helper thread counts lines and
-//!   finds needles in the chunks already read, so the kernel's read copy overlaps the scan (on a
-//!   page-cached log the read is what grep spends its time on). The sink therefore needs no
-//!   `Send`, and neither does the reader.
-//! - Memory is a fixed ring of three chunk buffers (1 MiB each) passed back and forth
-//!   between the two threads, plus the partial line carried from one chunk to the next; a
-//!   buffer grows only while a single line is longer than it, and shrinks back to one chunk when
-//!   it comes round again.
+//! - [`scan`]: the calling thread reads and calls the sink; one scoped helper thread counts lines,
+//!   finds needles and folds step lines in the chunks already read, so the kernel's read copy
+//!   overlaps the scan (on a page-cached log the read is what grep spends its time on). The sink
+//!   therefore needs no `Send`, and neither does the reader. [`scan_serial`] does the same on the
+//!   calling thread alone, for callers that read many files on all cores.
+//! - Memory is a fixed ring of three chunk buffers (1 MiB each) passed back and forth between
+//!   the two threads, plus the start of a line carried from one chunk to the next (at most
+//!   [`LINE_CAP`] bytes): it does not grow with the input, whatever its lines.
 //! - [`split_prints`] cuts a line into memory prints: every `[rank=` tag starts one, and it runs
 //!   to the next tag or the end of the line, so two prints that ran together on one physical
 //!   line come apart. Text before the first tag (timestamps, `srun --label`/`torchrun --tee`
@@ -33,6 +42,8 @@ use std::thread;
 
 use memchr::memmem;
 
+use super::step_and_oom::{self, StepRun};
+
 /// The tag that starts every memory print.
 pub const RANK_TAG: &[u8] = b"[rank=";
 /// PithTrain's rank-0 training step line: `... | INFO | step 00000001/00004096 | ...`.
@@ -41,8 +52,14 @@ pub const STEP_NEEDLE: &[u8] = b"| step ";
 pub const OOM_NEEDLE: &[u8] = b"CUDA out of memory";
 /// A line is handed to the sink when it contains any of these.
 pub const NEEDLES: [&[u8]; 3] = [RANK_TAG, STEP_NEEDLE, OOM_NEEDLE];
+/// The bit of [`STEP_NEEDLE`] in a [`Needles`] set.
+const STEP_BIT: Needles = 1 << 1;
 
-const CHUNK: usize = 1 << 20;
+/// The most bytes of one line that are kept; the rest of a longer line is counted and skipped.
+pub const LINE_CAP: usize = 64 * 1024;
+
+/// The size of one chunk read and scanned at a time.
+pub(super) const CHUNK: usize = 1 << 20;
 
 /// Opens `path`, decompressing gzip or zstd when the magic bytes say so.
 pub fn open(path: &Path) -> io::Result<Box<dyn Read>> {
@@ -52,55 +69,84 @@ pub fn open(path: &Path) -> io::Result<Box<dyn Read>> {
 /// Bit `k` of a [`Needles`] set says the line holds `NEEDLES[k]`.
 pub type Needles = u8;
 
-/// Reads `reader` to the end, calls `sink` with each line holding a needle and the set of
-/// needles it holds, and returns the number of lines read (a cut-off last line counts as one).
+/// What the sink of [`scan`] gets, in file order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Item<'a> {
+    /// A line holding the needles of the set (at most its first [`LINE_CAP`] bytes).
+    Line(&'a [u8], Needles),
+    /// Consecutive step lines, folded ([`Mode::FoldSteps`] only).
+    Steps(&'a StepRun),
+}
+
+/// Whether step lines reach the sink as lines or folded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every line holding a needle is an [`Item::Line`].
+    EveryLine,
+    /// Step lines the scanner can read itself come as [`Item::Steps`].
+    FoldSteps,
+}
+
+/// What a scan counted besides the lines it handed over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanCounts {
+    /// Lines read (a cut-off last line counts as one).
+    pub lines: u64,
+    /// Lines longer than [`LINE_CAP`], cut to it.
+    pub long_lines: u64,
+    /// Bytes dropped from those lines.
+    pub cut_bytes: u64,
+}
+
+impl ScanCounts {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: ScanCounts) {
+        self.lines += other.lines;
+        self.long_lines += other.long_lines;
+        self.cut_bytes += other.cut_bytes;
+    }
+}
+
+/// Reads `reader` to the end, calls `sink` with each line holding a needle (and, folded, the
+/// step lines), and returns what it counted.
 ///
 /// See the module doc for the threads and buffers: `sink` runs on the calling thread.
-pub fn scan<R: Read>(mut reader: R, mut sink: impl FnMut(&[u8], Needles)) -> io::Result<u64> {
+pub fn scan<R: Read>(
+    mut reader: R,
+    mode: Mode,
+    mut sink: impl FnMut(Item<'_>),
+) -> io::Result<ScanCounts> {
     let (work_tx, work_rx) = mpsc::sync_channel::<Batch>(BUFFERS);
     let (done_tx, done_rx) = mpsc::sync_channel::<Batch>(BUFFERS);
     thread::scope(|scope| {
         scope.spawn(move || {
             let finders = NEEDLES.map(memmem::Finder::new);
             for mut batch in work_rx {
-                batch.scan(&finders);
+                batch.scan(&finders, mode);
                 if done_tx.send(batch).is_err() {
                     break;
                 }
             }
         });
-        let mut lines = 0u64;
+        let stopped = || io::Error::other("the line scanner stopped");
+        let mut counts = ScanCounts::default();
         let mut in_flight = 0;
         let mut fresh = BUFFERS;
-        // Bytes after the last line end of the previous chunk: the start of a line.
-        let mut carry: Vec<u8> = Vec::new();
-        // Hands the lines of a scanned batch to the sink, in file order, and frees the batch.
-        let mut finish = |batch: Batch, lines: &mut u64| {
-            *lines += batch.lines;
-            for hit in &batch.hits {
-                sink(&batch.buf[hit.start..hit.end], hit.found);
-            }
-            batch
-        };
+        let mut filler = Filler::default();
         loop {
             let mut batch = if fresh > 0 {
                 fresh -= 1;
                 Batch::new()
             } else {
-                let Ok(done) = done_rx.recv() else {
-                    return Err(io::Error::other("the line scanner stopped"));
-                };
+                let done = done_rx.recv().map_err(|_| stopped())?;
                 in_flight -= 1;
-                let mut batch = finish(done, &mut lines);
-                batch.recycle();
-                batch
+                done.finish(&mut counts, &mut sink);
+                done
             };
-            let at_eof = batch.fill(&mut reader, &mut carry)?;
+            let at_eof = filler.fill(&mut batch, &mut reader)?;
             if batch.len > 0 {
                 in_flight += 1;
-                if work_tx.send(batch).is_err() {
-                    return Err(io::Error::other("the line scanner stopped"));
-                }
+                work_tx.send(batch).map_err(|_| stopped())?;
             }
             if at_eof {
                 break;
@@ -108,106 +154,271 @@ pub fn scan<R: Read>(mut reader: R, mut sink: impl FnMut(&[u8], Needles)) -> io:
         }
         drop(work_tx);
         for _ in 0..in_flight {
-            let Ok(done) = done_rx.recv() else {
-                return Err(io::Error::other("the line scanner stopped"));
-            };
-            finish(done, &mut lines);
+            done_rx
+                .recv()
+                .map_err(|_| stopped())?
+                .finish(&mut counts, &mut sink);
         }
-        Ok(lines)
+        filler.count(&mut counts);
+        Ok(counts)
     })
+}
+
+/// [`scan`] on the calling thread alone, with one chunk buffer.
+pub fn scan_serial<R: Read>(
+    mut reader: R,
+    mode: Mode,
+    mut sink: impl FnMut(Item<'_>),
+) -> io::Result<ScanCounts> {
+    let finders = NEEDLES.map(memmem::Finder::new);
+    let mut counts = ScanCounts::default();
+    let mut filler = Filler::default();
+    let mut batch = Batch::new();
+    loop {
+        let at_eof = filler.fill(&mut batch, &mut reader)?;
+        if batch.len > 0 {
+            batch.scan(&finders, mode);
+            batch.finish(&mut counts, &mut sink);
+        }
+        if at_eof {
+            break;
+        }
+    }
+    filler.count(&mut counts);
+    Ok(counts)
 }
 
 /// How many chunk buffers [`scan`] cycles through: one being read, the others being scanned or
 /// waiting.
 const BUFFERS: usize = 3;
 
-/// One chunk on its way through [`scan`]: `buf[..len]` is whole lines (the last one possibly
-/// cut off when `at_eof`); the scanner fills in `lines` and `hits`.
+/// The reading side of a scan: the start of a line carried from one chunk to the next, and the
+/// rest of a line longer than [`LINE_CAP`] being skipped.
+#[derive(Default)]
+struct Filler {
+    /// Bytes after the last line end of the previous chunk: the start of a line, at most
+    /// [`LINE_CAP`] bytes.
+    carry: Vec<u8>,
+    /// The line in `carry` was cut: bytes are dropped up to the next line end.
+    skipping: bool,
+    /// Lines cut here (those a chunk holds whole are counted by [`Batch::scan`]).
+    long_lines: u64,
+    cut_bytes: u64,
+}
+
+impl Filler {
+    /// Fills `batch` with whole lines: starts its buffer with the carried line start and reads
+    /// until it is full or the input ends; keeps the bytes after the last line end for the next
+    /// batch (cut to [`LINE_CAP`]). Returns whether the input ended. A batch that holds no line
+    /// end yet is filled on; one that is still empty at the end of the input has `len` 0.
+    fn fill<R: Read>(&mut self, batch: &mut Batch, reader: &mut R) -> io::Result<bool> {
+        loop {
+            let at_eof = self.fill_once(batch, reader)?;
+            if at_eof || batch.len > 0 {
+                return Ok(at_eof);
+            }
+        }
+    }
+
+    fn fill_once<R: Read>(&mut self, batch: &mut Batch, reader: &mut R) -> io::Result<bool> {
+        let buf = &mut batch.buf;
+        buf[..self.carry.len()].copy_from_slice(&self.carry);
+        let mut filled = self.carry.len();
+        self.carry.clear();
+        let at_eof = loop {
+            if filled == buf.len() {
+                break false;
+            }
+            let n = match reader.read(&mut buf[filled..]) {
+                Ok(0) => break true,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if !self.skipping {
+                filled += n;
+                continue;
+            }
+            match memchr::memchr(b'\n', &buf[filled..filled + n]) {
+                None => self.cut_bytes += n as u64,
+                Some(p) => {
+                    self.cut_bytes += p as u64;
+                    buf.copy_within(filled + p..filled + n, filled);
+                    filled += n - p;
+                    self.skipping = false;
+                }
+            }
+        };
+        batch.at_eof = at_eof;
+        batch.len = if at_eof {
+            filled
+        } else {
+            memchr::memrchr(b'\n', &buf[..filled]).map_or(0, |p| p + 1)
+        };
+        let tail = &buf[batch.len..filled];
+        if tail.len() > LINE_CAP {
+            self.carry.extend_from_slice(&tail[..LINE_CAP]);
+            self.cut_bytes += (tail.len() - LINE_CAP) as u64;
+            self.long_lines += 1;
+            self.skipping = true;
+        } else {
+            self.carry.extend_from_slice(tail);
+        }
+        Ok(at_eof)
+    }
+
+    fn count(&self, counts: &mut ScanCounts) {
+        counts.long_lines += self.long_lines;
+        counts.cut_bytes += self.cut_bytes;
+    }
+}
+
+/// One chunk on its way through [`scan`]: `buf[begin..len]` is whole lines (the last one
+/// possibly cut off when `at_eof`); the scanner fills in `found`.
 struct Batch {
     buf: Vec<u8>,
+    begin: usize,
     len: usize,
     at_eof: bool,
-    lines: u64,
+    found: Found,
+}
+
+/// What the scan of one region of whole lines found: its counts and its hits, in order.
+#[derive(Default)]
+pub(super) struct Found {
+    /// The region's lines, long lines and cut bytes.
+    pub(super) counts: ScanCounts,
     hits: Vec<Hit>,
 }
 
-/// A line holding a needle: `buf[start..end]` without its `\n`.
-struct Hit {
-    start: usize,
-    end: usize,
-    found: Needles,
+/// What [`Found::scan`] found, in file order.
+pub(super) enum Hit {
+    /// A line holding a needle: `region[start..end]` without its `\n`, at most [`LINE_CAP`]
+    /// long.
+    Line {
+        start: usize,
+        end: usize,
+        found: Needles,
+    },
+    /// Consecutive step lines.
+    Steps(StepRun),
 }
 
 impl Batch {
     fn new() -> Self {
         Batch {
             buf: vec![0; CHUNK],
+            begin: 0,
             len: 0,
             at_eof: false,
-            lines: 0,
-            hits: Vec::new(),
+            found: Found::default(),
         }
     }
 
-    /// Back to one chunk after a line longer than it made the buffer grow.
-    fn recycle(&mut self) {
-        if self.buf.len() > CHUNK {
-            self.buf.truncate(CHUNK);
-            self.buf.shrink_to_fit();
-        }
-        self.hits.clear();
+    /// Hands what the scan found to `sink`, in file order, and adds the counts.
+    fn finish(&self, counts: &mut ScanCounts, sink: &mut impl FnMut(Item<'_>)) {
+        self.found
+            .finish(&self.buf[self.begin..self.len], counts, sink);
     }
 
-    /// Starts the buffer with `carry` and reads until it is full or the input ends, growing it
-    /// while no line end is in sight. Leaves the bytes after the last line end in `carry`, and
-    /// returns whether the input ended.
-    fn fill<R: Read>(&mut self, reader: &mut R, carry: &mut Vec<u8>) -> io::Result<bool> {
-        if carry.len() >= self.buf.len() {
-            self.buf.resize(carry.len() * 2, 0);
-        }
-        self.buf[..carry.len()].copy_from_slice(carry);
-        let mut filled = carry.len();
-        // Where to look for a line end: everything before was checked.
-        let mut checked = 0;
-        carry.clear();
-        self.at_eof = loop {
-            if filled == self.buf.len() {
-                if memchr::memrchr(b'\n', &self.buf[checked..filled]).is_some() {
-                    break false;
-                }
-                checked = filled;
-                self.buf.resize(self.buf.len() * 2, 0);
+    /// Scans `buf[begin..len]` ([`Found::scan`]).
+    fn scan(&mut self, finders: &[memmem::Finder<'_>; 3], mode: Mode) {
+        self.found
+            .scan(&self.buf[self.begin..self.len], self.at_eof, finders, mode);
+    }
+}
+
+impl Found {
+    /// Hands the hits to `sink` in order (`region` is the one scanned), and adds the counts.
+    pub(super) fn finish(
+        &self,
+        region: &[u8],
+        counts: &mut ScanCounts,
+        sink: &mut impl FnMut(Item<'_>),
+    ) {
+        counts.add(self.counts);
+        for hit in &self.hits {
+            match hit {
+                Hit::Line { start, end, found } => sink(Item::Line(&region[*start..*end], *found)),
+                Hit::Steps(run) => sink(Item::Steps(run)),
             }
-            match reader.read(&mut self.buf[filled..]) {
-                Ok(0) => break true,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        };
-        self.len = if self.at_eof {
-            filled
-        } else {
-            // The buffer is full and holds a line end past `checked`.
-            memchr::memrchr(b'\n', &self.buf[checked..filled]).map_or(filled, |p| checked + p + 1)
-        };
-        carry.extend_from_slice(&self.buf[self.len..filled]);
-        Ok(self.at_eof)
+        }
     }
 
-    /// Counts the lines of `buf[..len]` and collects those holding a needle.
-    fn scan(&mut self, finders: &[memmem::Finder<'_>; 3]) {
-        let region = &self.buf[..self.len];
-        self.lines = memchr::memchr_iter(b'\n', region).count() as u64;
-        if self.at_eof && region.last().is_some_and(|&b| b != b'\n') {
-            self.lines += 1;
+    /// Counts the lines of `region` (whole lines from a line start; the last one may lack its
+    /// `\n` when `at_eof`) and those longer than [`LINE_CAP`], and collects the lines holding
+    /// a needle, folding step lines in [`Mode::FoldSteps`].
+    pub(super) fn scan(
+        &mut self,
+        region: &[u8],
+        at_eof: bool,
+        finders: &[memmem::Finder<'_>; 3],
+        mode: Mode,
+    ) {
+        let mut counts = long_lines(region);
+        counts.lines = memchr::memchr_iter(b'\n', region).count() as u64;
+        if at_eof && region.last().is_some_and(|&b| b != b'\n') {
+            counts.lines += 1;
         }
+        self.counts = counts;
         let hits = &mut self.hits;
         hits.clear();
-        scan_region(region, finders, |start, end, found| {
-            hits.push(Hit { start, end, found })
+        scan_region(region, finders, |start, mut end, mut found| {
+            if end - start > LINE_CAP {
+                end = start + LINE_CAP;
+                found = needles_in(&region[start..end], finders);
+                if found == 0 {
+                    return;
+                }
+            }
+            if mode == Mode::FoldSteps && found == STEP_BIT {
+                let line = &region[start..end];
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                if line.is_ascii() && memchr::memchr(0x1b, line).is_none() {
+                    if let Some(step) = step_and_oom::parse_step_ascii(line) {
+                        match hits.last_mut() {
+                            Some(Hit::Steps(run)) => {
+                                run.add(step.step, step.max_steps, step.peak_gpu_memory)
+                            }
+                            _ => hits.push(Hit::Steps(StepRun::new(step.line()))),
+                        }
+                    }
+                    return;
+                }
+            }
+            hits.push(Hit::Line { start, end, found });
         });
     }
+}
+
+/// The needles `line` holds.
+fn needles_in(line: &[u8], finders: &[memmem::Finder<'_>; 3]) -> Needles {
+    (0..NEEDLES.len())
+        .filter(|&k| finders[k].find(line).is_some())
+        .fold(0, |set, k| set | 1 << k)
+}
+
+/// The lines of `region` (which starts at a line start) longer than [`LINE_CAP`], and the bytes
+/// past the cap. Such a line holds a whole aligned window of `LINE_CAP / 2` bytes without a line
+/// end, so only those windows are looked at more closely: one memchr per window otherwise.
+fn long_lines(region: &[u8]) -> ScanCounts {
+    const WINDOW: usize = LINE_CAP / 2;
+    let mut counts = ScanCounts::default();
+    let mut at = 0;
+    while at + WINDOW <= region.len() {
+        if memchr::memchr(b'\n', &region[at..at + WINDOW]).is_some() {
+            at += WINDOW;
+            continue;
+        }
+        let start = memchr::memrchr(b'\n', &region[..at]).map_or(0, |p| p + 1);
+        let end = memchr::memchr(b'\n', &region[at..]).map_or(region.len(), |p| at + p);
+        if end - start > LINE_CAP {
+            counts.long_lines += 1;
+            counts.cut_bytes += (end - start - LINE_CAP) as u64;
+        }
+        at = (end + 1).div_ceil(WINDOW) * WINDOW;
+    }
+    counts
 }
 
 /// One byte of each needle, at `PROBES[k].1` in `NEEDLES[k]`, picked for being rare in logs:
@@ -359,9 +570,18 @@ pub fn clean<'a>(line: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
 mod tests {
     use super::*;
 
+    /// [`scan`] with every needle line handed over, as `(line, needles)`; returns the lines read.
+    fn scan_lines<R: Read>(reader: R, mut sink: impl FnMut(&[u8], Needles)) -> io::Result<u64> {
+        let counts = scan(reader, Mode::EveryLine, |item| match item {
+            Item::Line(line, found) => sink(line, found),
+            Item::Steps(_) => panic!("no step folding asked for"),
+        })?;
+        Ok(counts.lines)
+    }
+
     fn lines_of(input: &[u8]) -> (Vec<String>, u64) {
         let mut seen = Vec::new();
-        let n = scan(input, |l, _| {
+        let n = scan_lines(input, |l, _| {
             seen.push(String::from_utf8_lossy(l).into_owned())
         })
         .unwrap();
@@ -398,7 +618,7 @@ mod tests {
     #[test]
     fn a_line_with_several_needles_is_passed_once_with_all_of_them() {
         let mut seen = Vec::new();
-        scan(
+        scan_lines(
             &b"[rank=0] x[rank=1] CUDA out of memory\n| step 1\n"[..],
             |l, set| seen.push((l.len(), set)),
         )
@@ -406,26 +626,72 @@ mod tests {
         assert_eq!(seen, [(37, 0b101), (8, 0b010)]);
     }
 
-    #[test]
-    fn lines_longer_than_the_chunk_and_split_across_reads_survive() {
-        let long = format!("{}[rank=3] tail\n[rank=4] next\n", "x".repeat(3 * CHUNK));
-        // A reader that hands out 7 bytes at a time splits every line across reads.
-        struct Trickle<'a>(&'a [u8]);
-        impl Read for Trickle<'_> {
-            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-                let n = self.0.len().min(out.len()).min(7);
-                out[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
+    /// A reader that hands out 7 bytes at a time, splitting every line across reads.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.len().min(out.len()).min(7);
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
         }
-        let mut seen = Vec::new();
-        let n = scan(Trickle(long.as_bytes()), |l, _| seen.push(l.len())).unwrap();
-        assert_eq!(n, 2);
-        assert_eq!(
-            seen,
-            [3 * CHUNK + "[rank=3] tail".len(), "[rank=4] next".len()]
+    }
+
+    #[test]
+    fn a_line_longer_than_the_cap_is_cut_counted_and_loses_its_late_needles() {
+        let long = format!(
+            "[rank=2] head{}[rank=3] tail\n[rank=4] next\n{}",
+            "x".repeat(3 * CHUNK),
+            "y".repeat(LINE_CAP + 5)
         );
+        for trickle in [false, true] {
+            let mut seen = Vec::new();
+            let mut sink = |item: Item<'_>| {
+                if let Item::Line(l, found) = item {
+                    seen.push((l.len(), found));
+                }
+            };
+            let counts = if trickle {
+                scan(Trickle(long.as_bytes()), Mode::FoldSteps, &mut sink)
+            } else {
+                scan_serial(long.as_bytes(), Mode::FoldSteps, &mut sink)
+            }
+            .unwrap();
+            assert_eq!(seen, [(LINE_CAP, 1), ("[rank=4] next".len(), 1)]);
+            let first = "[rank=2] head[rank=3] tail".len() + 3 * CHUNK;
+            assert_eq!(
+                counts,
+                ScanCounts {
+                    lines: 3,
+                    long_lines: 2,
+                    cut_bytes: (first - LINE_CAP + 5) as u64,
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_line_just_over_the_cap_inside_one_chunk_is_cut_like_one_across_chunks() {
+        // The same long line inside the first chunk and straddling the first chunk's end.
+        for pad in [0, CHUNK - LINE_CAP / 2, CHUNK - LINE_CAP - 8] {
+            let padding: String = (0..pad)
+                .map(|i| if i % 100 == 99 { '\n' } else { 'p' })
+                .collect();
+            let input = format!(
+                "{padding}\n{}[rank=9] late\n[rank=1] ok\n",
+                "z".repeat(LINE_CAP)
+            );
+            let mut seen = Vec::new();
+            let counts = scan(input.as_bytes(), Mode::EveryLine, |item| {
+                if let Item::Line(l, _) = item {
+                    seen.push(l.to_vec());
+                }
+            })
+            .unwrap();
+            assert_eq!(seen, [b"[rank=1] ok".to_vec()], "pad {pad}");
+            assert_eq!((counts.long_lines, counts.cut_bytes), (1, 13), "pad {pad}");
+        }
     }
 
     /// What `scan` must report, computed the slow way: split at `\n`, a cut-off tail is a line.
@@ -436,6 +702,7 @@ mod tests {
         }
         let hits = parts
             .iter()
+            .map(|line| &line[..line.len().min(LINE_CAP)])
             .filter_map(|line| {
                 let found = NEEDLES.iter().enumerate().fold(0, |set, (k, n)| {
                     if memmem::find(line, n).is_some() {
@@ -504,7 +771,7 @@ mod tests {
                     step,
                     fail: None,
                 };
-                let n = scan(reader, |l, set| seen.push((l.to_vec(), set))).unwrap();
+                let n = scan_lines(reader, |l, set| seen.push((l.to_vec(), set))).unwrap();
                 assert_eq!(n, want.1, "lines, step {step}, cut off {cut_off}");
                 assert!(
                     seen == want.0,
@@ -527,7 +794,7 @@ mod tests {
         }
         let want = reference(&input);
         let mut seen = Vec::new();
-        let n = scan(&input[..], |l, set| seen.push((l.to_vec(), set))).unwrap();
+        let n = scan_lines(&input[..], |l, set| seen.push((l.to_vec(), set))).unwrap();
         assert_eq!(n, want.1);
         assert!(seen == want.0, "hits differ");
         // And straight through scan_region, where the switch happens mid-line and mid-region.
@@ -547,7 +814,7 @@ mod tests {
             step: 100_000,
             fail: Some(io::ErrorKind::InvalidData),
         };
-        let err = scan(reader, |_, _| {}).unwrap_err();
+        let err = scan_lines(reader, |_, _| {}).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
 
@@ -563,7 +830,7 @@ mod tests {
             }
         }
         let mut seen = 0;
-        let n = scan(Once(false, b"[rank=0] a\nb\n"), |_, _| seen += 1).unwrap();
+        let n = scan_lines(Once(false, b"[rank=0] a\nb\n"), |_, _| seen += 1).unwrap();
         assert_eq!((n, seen), (2, 1));
     }
 
@@ -617,7 +884,7 @@ mod tests {
         std::fs::write(&zst, zstd::encode_all(&text[..], 1).unwrap()).unwrap();
         for path in [gz, zst] {
             let mut seen = Vec::new();
-            let n = scan(open(&path).unwrap(), |l, _| seen.push(l.to_vec())).unwrap();
+            let n = scan_lines(open(&path).unwrap(), |l, _| seen.push(l.to_vec())).unwrap();
             assert_eq!((n, seen), (2, vec![b"[rank=0] a".to_vec()]));
         }
         std::fs::remove_dir_all(dir).unwrap();

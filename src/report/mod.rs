@@ -2,7 +2,7 @@
 //! went.
 //!
 //! The flow, one module each: [`inputs`] (which files, binary ones kept out) → [`lines`]
-//! (decompress, scan, cut prints at `[rank=`) → [`parse`] (one print → one [`parse::Event`])
+//! (decompress, scan, cut prints at `[rank=`, fold step lines; [`many`] for many files at once) → [`parse`] (one print → one [`parse::Event`])
 //! and [`step_and_oom`] (PithTrain's step line, the CUDA OOM line) → [`builder`] (the fold into
 //! runs, [`runs`] telling launches apart, and per rank into the types of [`schema`]; [`saved`]
 //! gives saved tensors their exact bytes) → [`summary`] (peaks, the breakdown at the peak, the
@@ -12,10 +12,13 @@
 //! point; the subcommand's arguments live in `crate::cli::report`.
 
 pub mod builder;
+pub mod chunked;
 pub mod estimate;
 pub mod inputs;
 pub mod joined;
 pub mod lines;
+pub mod many;
+pub mod mapped;
 pub mod parse;
 pub mod render;
 pub mod runs;
@@ -67,7 +70,8 @@ pub enum ReportError {
 }
 
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
-/// stream cut into runs ([`runs`]), then finds each run's memory snapshots ([`joined`]) and,
+/// stream cut into runs ([`runs`]; several files are scanned on all cores by [`many`] and folded
+/// in that order), then finds each run's memory snapshots ([`joined`]) and,
 /// when asked, runs PithTrain's estimator beside it ([`estimate`]). Binary files are skipped
 /// with a note, never scanned.
 pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, ReportError> {
@@ -76,23 +80,61 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         (!opts.ranks.is_empty()).then(|| opts.ranks.iter().copied().collect::<BTreeSet<_>>());
     let mut builder = ReportBuilder::new(only);
     let mut read = Vec::new();
-    for file in &files {
+    let mut fold = |index: usize, outcome: many::Scanned| -> Result<(), ReportError> {
+        let file = &files[index];
         let read_err = |source| ReportError::Read {
             path: file.clone(),
             source,
         };
-        let Some(reader) = inputs::open_text(file).map_err(read_err)? else {
+        let Some(collected) = outcome.map_err(read_err)? else {
             skipped.push(SkippedInput {
                 path: file.display().to_string(),
                 reason: inputs::binary_reason(file),
             });
-            continue;
+            return Ok(());
         };
         builder.begin_source(read.len());
-        let n =
-            lines::scan(reader, |line, found| builder.line_with(line, found)).map_err(read_err)?;
-        builder.count_lines(n);
+        collected.replay(|item| builder.item(item));
+        builder.count_scan(collected.counts);
         read.push(file.display().to_string());
+        Ok(())
+    };
+    if let [file] = &files[..] {
+        // One file: folded as it is scanned; a big plain one by chunks on all cores, any other
+        // on two threads.
+        let read_err = |source| ReportError::Read {
+            path: file.clone(),
+            source,
+        };
+        let scan = |builder: &mut ReportBuilder| -> Result<bool, ReportError> {
+            if let Some(plain) = inputs::big_plain_file(file).map_err(read_err)? {
+                let name = file.display().to_string();
+                let counts = chunked::scan_file(&plain, &name, lines::Mode::FoldSteps, |item| {
+                    builder.item(item)
+                })
+                .map_err(read_err)?;
+                builder.count_scan(counts);
+                return Ok(true);
+            }
+            let Some(reader) = inputs::open_text(file).map_err(read_err)? else {
+                return Ok(false);
+            };
+            let counts = lines::scan(reader, lines::Mode::FoldSteps, |item| builder.item(item))
+                .map_err(read_err)?;
+            builder.count_scan(counts);
+            Ok(true)
+        };
+        builder.begin_source(0);
+        if scan(&mut builder)? {
+            read.push(file.display().to_string());
+        } else {
+            skipped.push(SkippedInput {
+                path: file.display().to_string(),
+                reason: inputs::binary_reason(file),
+            });
+        }
+    } else {
+        many::scan_files(&files, &mut fold)?;
     }
     let mut report = builder.finish(read);
     report.skipped = skipped;

@@ -338,7 +338,8 @@ fn summary_size(s: &str) -> Option<(i64, bool, &str)> {
 fn byte_count(s: &str) -> Option<(i64, &str)> {
     let (n, rest) = uint(s.as_bytes())?;
     let rest = &s[s.len() - rest.len()..];
-    Some((i64::try_from(n).ok()?, rest.strip_prefix(" bytes")?))
+    let n = i64::try_from(n).ok().filter(|&n| n <= MAX_BYTES)?;
+    Some((n, rest.strip_prefix(" bytes")?))
 }
 
 fn pipeline(body: &str) -> Option<PipelinePoint> {
@@ -447,13 +448,18 @@ fn end(rest: &str) -> Option<()> {
 fn gib(s: &str) -> Option<(i64, &str)> {
     let (d, rest) = decimal(s.as_bytes())?;
     // `decimal` consumed ASCII only, so the split is on a char boundary.
-    Some((d.scaled(GIB), &s[s.len() - rest.len()..]))
+    Some((d.bytes(GIB)?, &s[s.len() - rest.len()..]))
 }
 
 fn mib(s: &str) -> Option<(i64, &str)> {
     let (d, rest) = decimal(s.as_bytes())?;
-    Some((d.scaled(MIB), &s[s.len() - rest.len()..]))
+    Some((d.bytes(MIB)?, &s[s.len() - rest.len()..]))
 }
+
+/// The largest size (in bytes, either sign) a print may state: 1 PiB, far above any device's
+/// memory. A larger figure is garbage, and reads so; with every size within it, the sums and
+/// differences the report makes of a few of them cannot overflow.
+pub const MAX_BYTES: i64 = 1 << 50;
 
 /// A printed decimal: `mantissa / 10^scale`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,6 +471,12 @@ pub struct Decimal {
 }
 
 impl Decimal {
+    /// `self × unit` ([`Self::scaled`]) as a size: `None` beyond ±[`MAX_BYTES`].
+    pub fn bytes(self, unit: i64) -> Option<i64> {
+        let v = self.scaled(unit);
+        (v.unsigned_abs() <= MAX_BYTES as u64).then_some(v)
+    }
+
     /// `self × unit`, rounded half away from zero.
     pub fn scaled(self, unit: i64) -> i64 {
         // The common case stays in i64 (i128 division is a slow library call).
@@ -834,6 +846,17 @@ mod tests {
         ] {
             assert!(parse_print(cut.as_bytes()).is_none(), "{cut}");
         }
+    }
+
+    #[test]
+    fn sizes_beyond_a_pebibyte_are_garbage() {
+        let at = |v: &str| format!("[rank=0] init_device_mesh | non-pt={v} mesh_cost=0.30");
+        assert!(parse_print(at("1048576.00").as_bytes()).is_some());
+        assert!(parse_print(at("1048576.01").as_bytes()).is_none());
+        assert!(parse_print(at("-16666666666666").as_bytes()).is_none());
+        assert!(
+            parse_print(b"[rank=0]   activ=0.2 MB (1125899906842625 bytes), weight=0.1 MB (1 bytes), total=5 tensors").is_none()
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub fn tensor_size(
     });
     match computed {
         // The print rounded these very bytes: anything further off is not the same tensor.
-        Some(bytes) if (bytes - printed).abs() <= HALF_TENTH_MIB => {
+        Some(bytes) if bytes.abs_diff(printed) <= HALF_TENTH_MIB as u64 => {
             (bytes, SizeFrom::ShapeAndDtype)
         }
         _ => (printed, SizeFrom::RoundedMb),
@@ -66,7 +66,7 @@ pub fn group_size(group: &mut SavedGroup, activations: i64, weights: i64, count:
         return;
     }
     let all_exact = group.tensors.iter().all(|t| t.bytes_exact);
-    let agrees = |sum: i64, printed: i64| (sum - printed).abs() <= HALF_TENTH_MIB;
+    let agrees = |sum: i64, printed: i64| sum.abs_diff(printed) <= HALF_TENTH_MIB as u64;
     let (sum_activ, sum_weight) = sums(group);
     if all_exact
         && group.tensors.len() as u64 == count
@@ -87,9 +87,9 @@ pub fn group_size(group: &mut SavedGroup, activations: i64, weights: i64, count:
 pub fn sums(group: &SavedGroup) -> (i64, i64) {
     group.tensors.iter().fold((0, 0), |(a, w), t| {
         if t.weight {
-            (a, w + t.size)
+            (a, w.saturating_add(t.size))
         } else {
-            (a + t.size, w)
+            (a.saturating_add(t.size), w)
         }
     })
 }

@@ -86,6 +86,18 @@ pub struct Stats {
     pub unparsed_memory_lines: u64,
     /// The first few unparsed prints, cut to 200 characters.
     pub unparsed_examples: Vec<String>,
+    /// Lines longer than the 64 KiB kept of a line ([`super::lines::LINE_CAP`]); absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub long_lines: u64,
+    /// Bytes past the kept 64 KiB of those lines, not read; absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cut_bytes: u64,
+}
+
+// serde's `skip_serializing_if` hands the field by reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Aggregate of PithTrain's rank-0 step lines.

@@ -5,6 +5,13 @@
 //! does not know are ignored, missing ones are `None`. [`parse_oom_line`] takes a line holding
 //! `CUDA out of memory`, and reads the launcher's rank prefix (`[rank3]:`, `[default3]:`,
 //! `3: `) and the `Tried to allocate X GiB|MiB|KiB|B` amount when they are there.
+//!
+//! The fast path: a real log holds a step line per step, millions in a long run, so they are not
+//! parsed one by one on the thread that folds the report. [`parse_step_ascii`] reads a step line
+//! straight from its bytes, with exactly [`parse_step_line`]'s result on every ASCII line
+//! (`step-time` left as text until someone needs it), and [`StepRun`] folds consecutive step
+//! lines into the figures [`super::schema::Training`] keeps, so the line scanner can hand over
+//! one aggregate per stretch of step lines instead of the lines themselves.
 
 use super::parse::decimal;
 
@@ -17,7 +24,8 @@ pub struct StepLine {
     pub max_steps: Option<u64>,
     /// `step-time X sec`.
     pub step_time_s: Option<f64>,
-    /// `peak-gpu-memory X GB` in bytes (PithTrain divides by 1024³).
+    /// `peak-gpu-memory X GB` in bytes (PithTrain divides by 1024³); a line with a figure beyond
+    /// [`super::parse::MAX_BYTES`] is not a step line.
     pub peak_gpu_memory: Option<i64>,
 }
 
@@ -58,10 +66,168 @@ pub fn parse_step_line(line: &str) -> Option<StepLine> {
             out.step_time_s = v.trim_end_matches(" sec").parse().ok();
         } else if let Some(v) = field.strip_prefix("peak-gpu-memory ") {
             let (d, _) = decimal(v.as_bytes())?;
-            out.peak_gpu_memory = Some(d.scaled(1 << 30));
+            out.peak_gpu_memory = Some(d.bytes(1 << 30)?);
         }
     }
     Some(out)
+}
+
+/// A step line read by [`parse_step_ascii`]: [`StepLine`] with the `step-time` value kept as the
+/// text [`parse_step_line`] would parse.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepFields<'a> {
+    /// `N` of `step N/M`.
+    pub step: u64,
+    /// `M` of `step N/M`.
+    pub max_steps: Option<u64>,
+    /// The text of the last `step-time` field, ` sec` suffixes removed.
+    pub step_time: Option<&'a [u8]>,
+    /// `peak-gpu-memory X GB` in bytes.
+    pub peak_gpu_memory: Option<i64>,
+}
+
+impl StepFields<'_> {
+    /// The [`StepLine`] these fields are.
+    pub fn line(&self) -> StepLine {
+        StepLine {
+            step: self.step,
+            max_steps: self.max_steps,
+            step_time_s: self.step_time.and_then(parse_f64),
+            peak_gpu_memory: self.peak_gpu_memory,
+        }
+    }
+}
+
+fn parse_f64(text: &[u8]) -> Option<f64> {
+    str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// [`parse_step_line`] on the bytes of an ASCII line: the same fields for every line that is
+/// ASCII (callers check; on other bytes the result is unspecified, never a panic).
+pub fn parse_step_ascii(line: &[u8]) -> Option<StepFields<'_>> {
+    // `split(" | ").flat_map(split('|'))` then `trim` is one split at every `|`, trimmed.
+    let mut fields = memchr::memchr_iter(b'|', line)
+        .chain(std::iter::once(line.len()))
+        .scan(0, |start, end| {
+            let field = &line[*start..end];
+            *start = end + 1;
+            Some(field)
+        })
+        .map(trim_ascii);
+    let mut out = None;
+    for field in &mut fields {
+        if let Some(v) = field.strip_prefix(b"step ") {
+            let (step, max) = match memchr::memchr(b'/', v) {
+                Some(p) => (&v[..p], parse_u64(&v[p + 1..])),
+                None => (v, None),
+            };
+            out = Some(StepFields {
+                step: parse_u64(step)?,
+                max_steps: max,
+                step_time: None,
+                peak_gpu_memory: None,
+            });
+            break;
+        }
+    }
+    let mut out = out?;
+    for field in fields {
+        // Both keys start with a letter no other PithTrain field starts with here.
+        match field.first() {
+            Some(b's') => {
+                if let Some(v) = field.strip_prefix(b"step-time ") {
+                    let mut v = v;
+                    while let Some(rest) = v.strip_suffix(b" sec") {
+                        v = rest;
+                    }
+                    out.step_time = Some(v);
+                }
+            }
+            Some(b'p') => {
+                if let Some(v) = field.strip_prefix(b"peak-gpu-memory ") {
+                    let (d, _) = decimal(v)?;
+                    out.peak_gpu_memory = Some(d.bytes(1 << 30)?);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// `str::trim` on ASCII: the whitespace of `char::is_whitespace` below 0x80.
+fn trim_ascii(s: &[u8]) -> &[u8] {
+    let ws = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let mut s = s;
+    while let [first, rest @ ..] = s
+        && ws(*first)
+    {
+        s = rest;
+    }
+    while let [rest @ .., last] = s
+        && ws(*last)
+    {
+        s = rest;
+    }
+    s
+}
+
+/// `u64::from_str`: an optional `+`, then one or more digits, no overflow.
+fn parse_u64(s: &[u8]) -> Option<u64> {
+    let digits = s.strip_prefix(b"+").unwrap_or(s);
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &b| {
+        b.is_ascii_digit()
+            .then_some(())
+            .and_then(|()| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
+    })
+}
+
+/// Consecutive step lines, folded: what [`super::schema::Training`] keeps of them, so that the
+/// whole stretch folds into a run's training figures as the lines would one by one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepRun {
+    /// Step lines folded.
+    pub lines: u64,
+    /// The first of them.
+    pub first: StepLine,
+    /// The step number of the last.
+    pub last_step: u64,
+    /// The last `M` of `step N/M` printed.
+    pub max_steps: Option<u64>,
+    /// The highest `peak-gpu-memory` (`None` below any value).
+    pub peak_gpu_memory: Option<i64>,
+    /// The first step that printed it.
+    pub peak_step: Option<u64>,
+}
+
+impl StepRun {
+    /// A stretch of one line.
+    pub fn new(first: StepLine) -> Self {
+        let mut run = StepRun {
+            lines: 0,
+            first,
+            last_step: first.step,
+            max_steps: None,
+            peak_gpu_memory: None,
+            peak_step: None,
+        };
+        run.add(first.step, first.max_steps, first.peak_gpu_memory);
+        run
+    }
+
+    /// Folds in the next step line: its step, `M` and `peak-gpu-memory`.
+    pub fn add(&mut self, step: u64, max_steps: Option<u64>, peak_gpu_memory: Option<i64>) {
+        self.lines += 1;
+        self.last_step = step;
+        self.max_steps = max_steps.or(self.max_steps);
+        if peak_gpu_memory > self.peak_gpu_memory {
+            self.peak_gpu_memory = peak_gpu_memory;
+            self.peak_step = Some(step);
+        }
+    }
 }
 
 /// Parses a line holding `CUDA out of memory`.
@@ -130,6 +296,51 @@ mod tests {
                 peak_gpu_memory: Some(65_745_211_884),
             })
         );
+    }
+
+    #[test]
+    fn the_byte_parser_reads_step_lines_as_the_text_parser_does() {
+        let lines = [
+            "2026-12-01 20:18:18 | INFO | step 00000001/00000003 | step-time 10.177 sec | \
+             cross-entropy-loss 8.3687 | learning-rate 3.000000e-04 | gradient-norm 87.3109 | \
+             tokens-per-second 805 | peak-gpu-memory 0.18 GB",
+            "x | step 7 | step-time 1e3 sec sec | peak-gpu-memory 1 GB | peak-gpu-memory 2.5 GB",
+            "x | step +7/8/9 | step-time nan | step-time bad",
+            "x|step 3/|peak-gpu-memory 1.0",
+            "x | step 3 /4",
+            "x | step -3/4",
+            "x | step 99999999999999999999/4",
+            "x | step 5/4 | peak-gpu-memory x GB",
+            "x | step 5/4 | peak-gpu-memory 16666666666666 GB",
+            "x | steps 5/4 | step 6/7\t|\x0bstep-time 2.0 \r",
+            "a | step over here",
+            "| step ",
+        ];
+        for line in lines {
+            assert_eq!(
+                parse_step_ascii(line.as_bytes()).map(|f| f.line()),
+                parse_step_line(line),
+                "{line}"
+            );
+        }
+        assert!(parse_step_ascii(lines[0].as_bytes()).is_some());
+    }
+
+    #[test]
+    fn a_step_run_folds_as_the_lines_would() {
+        let first = StepLine {
+            step: 1,
+            max_steps: Some(10),
+            step_time_s: Some(2.5),
+            peak_gpu_memory: None,
+        };
+        let mut run = StepRun::new(first);
+        run.add(2, None, Some(5));
+        run.add(3, Some(11), Some(7));
+        run.add(4, None, Some(7));
+        assert_eq!((run.lines, run.last_step, run.max_steps), (4, 4, Some(11)));
+        assert_eq!((run.peak_gpu_memory, run.peak_step), (Some(7), Some(3)));
+        assert_eq!(run.first, first);
     }
 
     #[test]

@@ -116,6 +116,16 @@ pub fn build(report: &Report) -> Vec<Block> {
             ".".to_owned()
         }
     )));
+    if s.long_lines > 0 {
+        out.push(Block::Note {
+            tone: Tone::Warning,
+            text: format!(
+                "{} longer than 64 KiB: only their first 64 KiB were read ({} bytes skipped).",
+                plural(s.long_lines, "line was", "lines were"),
+                s.cut_bytes
+            ),
+        });
+    }
     for skipped in &report.skipped {
         out.push(Block::Text(format!(
             "Skipped {}: {}.",

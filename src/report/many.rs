@@ -1,0 +1,239 @@
+//! Reading many log files at once: each file is scanned on a thread of its own, all cores busy,
+//! and what it holds is folded into the report in input order, so the report is the one a
+//! reading of the files one after another gives.
+//!
+//! Contract: [`scan_files`] opens every file with [`super::inputs::open_text`] and scans it with
+//! [`lines::scan_serial`] ([`lines::Mode::FoldSteps`]) on one of `available_parallelism` worker
+//! threads, keeping the lines it hands over (and its step aggregates) in a [`Collected`]. The
+//! calling thread gets each file's outcome through `fold`, strictly in input order. Memory is
+//! bounded: a worker does not start a file more than [`AHEAD`] per worker past the first one
+//! not yet folded, so at most that many collections wait at once, whatever the number of files.
+//! The first error `fold` returns stops the workers (files being scanned are finished) and is
+//! returned. [`ordered`] is that machinery for any work, also used for the chunks of one big
+//! file ([`super::chunked`]).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex, mpsc};
+
+use super::inputs;
+use super::lines::{self, Item, Needles, ScanCounts};
+use super::step_and_oom::StepRun;
+
+/// How many files per worker may be scanned ahead of the one being folded.
+pub const AHEAD: usize = 2;
+
+/// What a scan of one file handed over, kept to be folded later.
+#[derive(Debug, Default)]
+pub struct Collected {
+    text: Vec<u8>,
+    items: Vec<Kept>,
+    /// What the scan counted.
+    pub counts: ScanCounts,
+}
+
+#[derive(Debug)]
+enum Kept {
+    Line {
+        start: usize,
+        end: usize,
+        found: Needles,
+    },
+    Steps(StepRun),
+}
+
+impl Collected {
+    fn keep(&mut self, item: Item<'_>) {
+        match item {
+            Item::Line(line, found) => {
+                let start = self.text.len();
+                self.text.extend_from_slice(line);
+                self.items.push(Kept::Line {
+                    start,
+                    end: self.text.len(),
+                    found,
+                });
+            }
+            Item::Steps(run) => self.items.push(Kept::Steps(*run)),
+        }
+    }
+
+    /// Hands the items to `sink` as the scan did.
+    pub fn replay(&self, mut sink: impl FnMut(Item<'_>)) {
+        for item in &self.items {
+            match item {
+                Kept::Line { start, end, found } => {
+                    sink(Item::Line(&self.text[*start..*end], *found))
+                }
+                Kept::Steps(run) => sink(Item::Steps(run)),
+            }
+        }
+    }
+}
+
+/// The outcome of one file: its text, or `None` when it holds binary data.
+pub type Scanned = io::Result<Option<Collected>>;
+
+fn scan_one(path: &std::path::Path) -> Scanned {
+    let Some(reader) = inputs::open_text(path)? else {
+        return Ok(None);
+    };
+    let mut collected = Collected::default();
+    collected.counts =
+        lines::scan_serial(reader, lines::Mode::FoldSteps, |item| collected.keep(item))?;
+    Ok(Some(collected))
+}
+
+/// Scans `files` on all cores and calls `fold(index, outcome)` for each, in input order; see
+/// the module doc.
+pub fn scan_files<E>(
+    files: &[PathBuf],
+    fold: impl FnMut(usize, Scanned) -> Result<(), E>,
+) -> Result<(), E> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    ordered(files.len(), workers, AHEAD, |i| scan_one(&files[i]), fold)
+}
+
+/// Which item the workers take next, how far the folding got, and whether to stop.
+struct Queue {
+    next: usize,
+    folded: usize,
+    stop: bool,
+}
+
+/// Runs `work(i)` for every `i` in `0..count` on up to `workers` threads and calls
+/// `fold(i, result)` on the calling thread strictly in order of `i`. A worker does not start an
+/// item more than `ahead` per worker past the first one not yet folded, so at most that many
+/// results wait at once. The first error of `fold` stops the workers (items being worked on
+/// are finished) and is returned.
+pub fn ordered<T: Send, E>(
+    count: usize,
+    workers: usize,
+    ahead: usize,
+    work: impl Fn(usize) -> T + Sync,
+    mut fold: impl FnMut(usize, T) -> Result<(), E>,
+) -> Result<(), E> {
+    let workers = workers.min(count).max(1);
+    let window = workers * ahead.max(1);
+    let queue = Mutex::new(Queue {
+        next: 0,
+        folded: 0,
+        stop: false,
+    });
+    let turn = Condvar::new();
+    let (tx, rx) = mpsc::channel::<(usize, T)>();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (queue, turn, work) = (&queue, &turn, &work);
+            scope.spawn(move || {
+                loop {
+                    let index = {
+                        let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
+                        while !q.stop && q.next < count && q.next >= q.folded + window {
+                            q = turn.wait(q).unwrap_or_else(|e| e.into_inner());
+                        }
+                        if q.stop || q.next >= count {
+                            return;
+                        }
+                        q.next += 1;
+                        q.next - 1
+                    };
+                    if tx.send((index, work(index))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let result = (|| {
+            let mut waiting = BTreeMap::new();
+            for done in 0..count {
+                let outcome = loop {
+                    if let Some(outcome) = waiting.remove(&done) {
+                        break outcome;
+                    }
+                    // Workers return only after handing over every item or after a stop, which
+                    // ends this loop first; a worker that panicked re-raises at the scope's end.
+                    let Ok((index, outcome)) = rx.recv() else {
+                        return Ok(());
+                    };
+                    waiting.insert(index, outcome);
+                };
+                fold(done, outcome)?;
+                queue.lock().unwrap_or_else(|e| e.into_inner()).folded = done + 1;
+                turn.notify_all();
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            queue.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+            turn.notify_all();
+        }
+        result
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_folded_in_input_order_with_their_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<PathBuf> = (0..40)
+            .map(|i| {
+                let path = dir.path().join(format!("{i}.log"));
+                // Later files are smaller, so they tend to finish first.
+                let noise = "noise\n".repeat((40 - i) * 2000);
+                std::fs::write(&path, format!("{noise}[rank={i}] x\n")).unwrap();
+                path
+            })
+            .collect();
+        let mut seen = Vec::new();
+        scan_files(&files, |index, outcome| -> Result<(), ()> {
+            let collected = outcome.unwrap().unwrap();
+            collected.replay(|item| {
+                if let Item::Line(line, _) = item {
+                    seen.push((index, String::from_utf8_lossy(line).into_owned()));
+                }
+            });
+            Ok(())
+        })
+        .unwrap();
+        let want: Vec<(usize, String)> = (0..40).map(|i| (i, format!("[rank={i}] x"))).collect();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn the_first_error_of_the_fold_stops_the_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<PathBuf> = (0..200)
+            .map(|i| {
+                let path = dir.path().join(format!("{i}.log"));
+                std::fs::write(&path, "[rank=0] x\n").unwrap();
+                path
+            })
+            .collect();
+        let mut folded = 0;
+        let err = scan_files(&files, |index, _| {
+            folded += 1;
+            if index == 3 { Err(index) } else { Ok(()) }
+        });
+        assert_eq!((err, folded), (Err(3), 4));
+    }
+
+    #[test]
+    fn a_missing_file_is_its_outcome_not_a_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = [dir.path().join("gone.log"), dir.path().join("gone2.log")];
+        let mut errors = 0;
+        scan_files(&files, |_, outcome| -> Result<(), ()> {
+            errors += usize::from(outcome.is_err());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(errors, 2);
+    }
+}

@@ -1,0 +1,170 @@
+//! A read-only memory map of a log file: its bytes without copying them out of the page cache.
+//!
+//! Contract: [`Mapped::new`] maps a whole regular file (`MAP_PRIVATE`, read-only, read-ahead
+//! asked for sequential use) and [`Mapped::bytes`] is the file as it was when mapped; the map
+//! goes with the value. An empty file needs no map.
+//!
+//! A file that shrinks while it is mapped turns the next access past its new end into SIGBUS.
+//! Before the first map a handler is installed for it that writes one line naming the file
+//! being read (`memprints: cannot read PATH: the file shrank while it was being read`) and ends
+//! the process with exit status 1: the report stops, as on any read error, instead of dying
+//! with a bus error. Any other SIGBUS ends the process the same way.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Once;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+/// A file's bytes, mapped read-only.
+pub struct Mapped {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the map is read-only and owned by the value: sharing `&[u8]` views of it between
+// threads is what a `Vec<u8>` allows too.
+unsafe impl Send for Mapped {}
+// SAFETY: as above.
+unsafe impl Sync for Mapped {}
+
+/// The line the SIGBUS handler writes: set before each map, read by the handler.
+static MESSAGE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+static MESSAGE_LEN: AtomicUsize = AtomicUsize::new(0);
+
+impl Mapped {
+    /// Maps `file`, whose path `name` goes into the message of a bus error.
+    pub fn new(file: &File, name: &str) -> io::Result<Mapped> {
+        let len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
+        if len == 0 {
+            return Ok(Mapped {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            });
+        }
+        install_sigbus_handler();
+        let message: &'static [u8] = Box::leak(
+            format!("memprints: cannot read {name}: the file shrank while it was being read\n")
+                .into_bytes()
+                .into_boxed_slice(),
+        );
+        MESSAGE_LEN.store(0, Ordering::SeqCst);
+        MESSAGE.store(message.as_ptr().cast_mut(), Ordering::SeqCst);
+        MESSAGE_LEN.store(message.len(), Ordering::SeqCst);
+        // SAFETY: a fresh read-only private mapping of an open file; the kernel picks the
+        // address; failure is checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `ptr..ptr+len` is the mapping just made. The advice is only a hint.
+        unsafe {
+            libc::madvise(ptr, len, libc::MADV_SEQUENTIAL);
+        }
+        Ok(Mapped { ptr, len })
+    }
+
+    /// Lets the kernel drop the pages of `range` from this process (they stay in the page
+    /// cache): what has been read no longer counts in its resident memory. A later access reads
+    /// them in again, so this never changes [`Self::bytes`]; it only keeps the resident size of
+    /// a scan from growing with the file. `range.start` must be a multiple of the page size.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        let end = range.end.min(self.len);
+        if range.start >= end {
+            return;
+        }
+        // SAFETY: the range lies inside the mapping. The mapping is private and never written,
+        // so its pages come back from the file unchanged if touched again: dropping them
+        // changes no byte that `bytes` shows.
+        unsafe {
+            libc::madvise(
+                self.ptr.cast::<u8>().add(range.start).cast(),
+                end - range.start,
+                libc::MADV_DONTNEED,
+            );
+        }
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the mapping is `len` readable bytes and lives as long as `self`; nothing
+        // writes to it (read-only, private).
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: unmaps exactly the mapping `new` made; no view outlives `self`.
+            unsafe {
+                libc::munmap(self.ptr, self.len);
+            }
+        }
+    }
+}
+
+fn install_sigbus_handler() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: the handler calls only async-signal-safe functions (write, _exit) and reads
+        // two atomics; sigaction is given a zeroed, then filled, struct.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigbus as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        }
+    });
+}
+
+extern "C" fn on_sigbus(_signal: libc::c_int) {
+    let ptr = MESSAGE.load(Ordering::SeqCst);
+    let len = MESSAGE_LEN.load(Ordering::SeqCst);
+    const FALLBACK: &[u8] = b"memprints: bus error while reading a file\n";
+    let (ptr, len) = if ptr.is_null() || len == 0 {
+        (FALLBACK.as_ptr(), FALLBACK.len())
+    } else {
+        (ptr.cast_const(), len)
+    };
+    // SAFETY: write and _exit are async-signal-safe; the message is a leaked, never-freed
+    // buffer of `len` bytes.
+    unsafe {
+        libc::write(2, ptr.cast(), len);
+        libc::_exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_mapped_file_reads_as_its_bytes() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"[rank=0] a\nnoise\n").unwrap();
+        let map = Mapped::new(&file, "t.log").unwrap();
+        assert_eq!(map.bytes(), b"[rank=0] a\nnoise\n");
+        map.release(0..4096);
+        assert_eq!(
+            map.bytes(),
+            b"[rank=0] a\nnoise\n",
+            "released pages read back"
+        );
+        let empty = tempfile::tempfile().unwrap();
+        assert!(Mapped::new(&empty, "e.log").unwrap().bytes().is_empty());
+    }
+}
