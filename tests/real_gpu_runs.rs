@@ -273,6 +273,45 @@ fn a_folder_of_the_kept_logs_gives_one_run_per_log_and_skips_the_pickles() {
 }
 
 #[test]
+fn a_plain_runs_log_beside_the_instrumented_ones_is_a_run_of_its_own() {
+    let report = report_json(&[kept("").to_str().unwrap()]);
+    let runs = report["runs"].as_array().unwrap();
+    let sources: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            r["sources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    let path = s.as_str().unwrap();
+                    Path::new(path)
+                        .file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(sources.len(), 7, "seven logs, seven launches: {sources:?}");
+    assert!(sources.iter().all(|s| s.len() == 1), "{sources:?}");
+    for run in runs {
+        let name = run["sources"][0].as_str().unwrap();
+        let training = &run["training"];
+        // The resume starts from the step-2 checkpoint: only step 3 is its own.
+        let first = if name.ends_with("-resume.log") { 3 } else { 1 };
+        assert_eq!(
+            (&training["first_step"], &training["last_step"]),
+            (&Value::from(first), &Value::from(3)),
+            "{name}: its own step lines, no other run's"
+        );
+        let ranks = run["ranks"].as_array().unwrap().len();
+        assert_eq!(ranks, usize::from(!name.ends_with("-plain.log")), "{name}");
+    }
+}
+
+#[test]
 fn the_resumed_run_measures_the_optimizer_state_and_the_first_run_does_not() {
     let resumed = rank0(&kept("qwen3-tiny-pp1-resume.log"));
     assert!(

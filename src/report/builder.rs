@@ -57,6 +57,8 @@ struct RunState {
     oom: Option<Oom>,
     oom_ranks: BTreeSet<u32>,
     sources: BTreeSet<usize>,
+    /// A source of this run holds PithTrain's launch line.
+    launched: bool,
 }
 
 /// Builds a [`Report`] from lines fed in file order.
@@ -86,6 +88,24 @@ impl ReportBuilder {
     /// [`Self::finish`]); inputs are fed in order.
     pub fn begin_source(&mut self, index: usize) {
         self.source = index;
+    }
+
+    /// [`Self::begin_source`] for a file of several, saying whether the file holds PithTrain's
+    /// launch line near its start (see [`runs`]): one that does begins a new run when the
+    /// current run already has a launching file, so a plain run's log after an instrumented
+    /// one's is a run of its own, not more steps of the first.
+    pub fn begin_source_launching(&mut self, index: usize, launches: bool) {
+        self.source = index;
+        if !launches {
+            return;
+        }
+        match self.runs.last_mut() {
+            Some(run) if !run.launched => run.launched = true,
+            _ => self.runs.push(RunState {
+                launched: true,
+                ..RunState::default()
+            }),
+        }
     }
 
     /// Adds lines that were read but not passed to [`Self::line`].

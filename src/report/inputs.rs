@@ -65,6 +65,20 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<SkippedInp
 
 /// `path` opened for the line scanner, or `None` when it holds binary data.
 pub fn open_text(path: &Path) -> io::Result<Option<Box<dyn Read>>> {
+    Ok(open_text_head(path)?.map(|(reader, _)| reader))
+}
+
+/// PithTrain's line at the start of every launch, logged once by rank 0:
+/// `<date> <time> | INFO | launch(cfg=PretrainLMCfg(…))`.
+pub const LAUNCH_NEEDLE: &[u8] = b"| launch(cfg=";
+
+/// How far into a file (decompressed) its launch line is looked for: the torchrun banner,
+/// NCCL's lines and the setup prints come before it.
+pub const LAUNCH_HEAD_BYTES: usize = 64 * 1024;
+
+/// [`open_text`], and whether the file's first [`LAUNCH_HEAD_BYTES`] hold a launch line
+/// ([`LAUNCH_NEEDLE`]): a file that launches training, not one that goes on with another's.
+pub fn open_text_head(path: &Path) -> io::Result<Option<(Box<dyn Read>, bool)>> {
     let mut reader = super::lines::open(path)?;
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     (&mut reader)
@@ -73,7 +87,16 @@ pub fn open_text(path: &Path) -> io::Result<Option<Box<dyn Read>>> {
     if memchr::memchr(0, &head).is_some() {
         return Ok(None);
     }
-    Ok(Some(Box::new(io::Cursor::new(head).chain(reader))))
+    if head.len() == SNIFF_BYTES {
+        (&mut reader)
+            .take((LAUNCH_HEAD_BYTES - SNIFF_BYTES) as u64)
+            .read_to_end(&mut head)?;
+    }
+    let launches = memchr::memmem::find(&head, LAUNCH_NEEDLE).is_some();
+    Ok(Some((
+        Box::new(io::Cursor::new(head).chain(reader)),
+        launches,
+    )))
 }
 
 /// `path` opened for [`super::chunked`], when it is a regular file of at least

@@ -31,6 +31,8 @@ pub struct Collected {
     items: Vec<Kept>,
     /// What the scan counted.
     pub counts: ScanCounts,
+    /// Whether the file starts a launch of its own ([`inputs::open_text_head`]).
+    pub launches: bool,
 }
 
 #[derive(Debug)]
@@ -76,10 +78,13 @@ impl Collected {
 pub type Scanned = io::Result<Option<Collected>>;
 
 fn scan_one(path: &std::path::Path) -> Scanned {
-    let Some(reader) = inputs::open_text(path)? else {
+    let Some((reader, launches)) = inputs::open_text_head(path)? else {
         return Ok(None);
     };
-    let mut collected = Collected::default();
+    let mut collected = Collected {
+        launches,
+        ..Collected::default()
+    };
     collected.counts =
         lines::scan_serial(reader, lines::Mode::FoldSteps, |item| collected.keep(item))?;
     Ok(Some(collected))

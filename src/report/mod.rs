@@ -93,7 +93,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
             });
             return Ok(());
         };
-        builder.begin_source(read.len());
+        builder.begin_source_launching(read.len(), collected.launches);
         collected.replay(|item| builder.item(item));
         builder.count_scan(collected.counts);
         read.push(file.display().to_string());

@@ -11,15 +11,17 @@
 //!   checkpoint load, a pipeline print, a probe, …), for trees whose distributed prints are
 //!   missing,
 //!
-//! and the first relaunching print starts a new run. Inputs are read in order as one stream, so
+//! and the first relaunching print starts a new run. Of several files, one whose start (its
+//! first 64 KiB) holds PithTrain's `| launch(cfg=…)` line, which rank 0 logs once per launch,
+//! starts a new run when the current run already has such a file: a plain run's log (no
+//! prints at all) after an instrumented one's, or two runs whose printing ranks differ. Inputs are read in order as one stream, so
 //! a file that launches the same ranks again (another run in the same folder, a restart appended
 //! to the same log) starts a new run, while files whose ranks do not overlap (one log per node)
 //! or that go on where the previous one stopped (a rotated log) stay in the run. Repeated
 //! `Before pipeline` prints without setup in between are more profiled steps of the same run,
-//! not a new one. Lines the report does not read (torchrun's banner, PithTrain's
-//! `launch(cfg=…)` config line) play no part: both come after a launch's first prints or are not
-//! scanned for. Two runs that print disjoint ranks and follow each other cannot be told apart by
-//! this rule and read as one.
+//! not a new one. Within one file, lines the report does not read (torchrun's
+//! banner, the launch line) play no part, so two launches in one file that print disjoint ranks
+//! read as one run.
 
 use std::collections::BTreeSet;
 
