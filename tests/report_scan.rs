@@ -8,7 +8,7 @@ mod support;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use memprints::report::{ReportBuilder, ReportOptions, joined, render, run_report};
+use memprints::report::{ReportBuilder, ReportOptions, inputs, joined, render, run_report};
 use support::loggen::{LogConfig, Prefix, write_log};
 use support::root;
 
@@ -17,8 +17,16 @@ fn line_by_line(files: &[PathBuf]) -> String {
     let mut builder = ReportBuilder::new(None);
     let mut names = Vec::new();
     for (i, file) in files.iter().enumerate() {
-        builder.begin_source(i);
         let bytes = std::fs::read(file).unwrap();
+        if files.len() > 1 {
+            // Of several files, one that logs PithTrain's launch line near its start begins
+            // a run of its own (`report::runs`).
+            let head = &bytes[..bytes.len().min(inputs::LAUNCH_HEAD_BYTES)];
+            let launches = memchr::memmem::find(head, inputs::LAUNCH_NEEDLE).is_some();
+            builder.begin_source_launching(i, launches);
+        } else {
+            builder.begin_source(i);
+        }
         let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
         if lines.last().is_some_and(|l| l.is_empty()) {
             lines.pop();

@@ -151,9 +151,10 @@ impl ReportBuilder {
         }
     }
 
-    /// Feeds one physical line (without its `\n`), looking for every kind of needle.
+    /// Feeds one physical line (without its `\n`) as the scanner would: with the needles its
+    /// bytes hold ([`lines::needles`]).
     pub fn line(&mut self, raw: &[u8]) {
-        self.line_with(raw, Needles::MAX);
+        self.line_with(raw, lines::needles(raw));
     }
 
     /// Feeds one physical line that holds (at most) the needles in `found`, as

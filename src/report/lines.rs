@@ -391,6 +391,13 @@ impl Found {
     }
 }
 
+/// The needles `raw` (one physical line, as read) holds: what the scanner finds in it, so a
+/// needle that only ANSI stripping would make (`[ran\x1b[0mk=`) is none.
+pub fn needles(raw: &[u8]) -> Needles {
+    let finders = NEEDLES.map(memmem::Finder::new);
+    needles_in(raw, &finders)
+}
+
 /// The needles `line` holds.
 fn needles_in(line: &[u8], finders: &[memmem::Finder<'_>; 3]) -> Needles {
     (0..NEEDLES.len())
