@@ -3,7 +3,8 @@
 # HERE by `fuzz/build_bins.sh` (no Rust toolchain needed there).
 #   usage: fuzz/run_long.sh SECONDS JOBS TARGET...
 # Each target runs as JOBS libFuzzer jobs (-jobs=JOBS -workers=JOBS), all targets at once, for
-# SECONDS of wall time; each job starts from fuzz/seeds/TARGET and a shared corpus folder.
+# SECONDS of wall time; each job starts from fuzz/seeds/TARGET and a shared corpus folder, which
+# starts as fuzz/corpus/TARGET.tgz (an earlier run's corpus-TARGET.tgz) when that is there.
 # Into $OUT: fuzz-TARGET.txt (total executions summed over the jobs' "Done N runs" lines, the
 # command, any crash files), corpus-TARGET.tgz (the grown corpus) and crash-TARGET-* inputs.
 set -uo pipefail
@@ -15,6 +16,7 @@ mkdir -p "$OUT"
 work=$(mktemp -d)
 for target in "$@"; do
   mkdir -p "$work/$target/corpus" "$work/$target/artifacts"
+  [ -f "corpus/$target.tgz" ] && tar -xzf "corpus/$target.tgz" -C "$work/$target"
   (
     cd "$work/$target" &&
       timeout $((seconds + 60)) "$OLDPWD/bin/$target" -jobs="$jobs" -workers="$jobs" \

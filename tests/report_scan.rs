@@ -1,5 +1,6 @@
-//! The fast paths of `report` against the plain reading of a log: every physical line fed to
-//! [`ReportBuilder::line`] one by one, file by file. Step lines folded on the scanning thread,
+//! The fast paths of `report` against the plain reading of a log: every physical line that
+//! holds a needle (found in its raw bytes, with `memmem`) fed to [`ReportBuilder::line_with`]
+//! one by one, file by file. Step lines folded on the scanning thread,
 //! lines cut at 64 KiB, files read in parallel: the report must come out byte for byte the same
 //! (or, for the cap, say what it cut).
 
@@ -8,7 +9,21 @@ mod support;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use memprints::report::lines::{LINE_CAP, NEEDLES};
 use memprints::report::{ReportBuilder, ReportOptions, inputs, joined, render, run_report};
+
+/// Feeds `line` to `builder` as the scanner's contract says: cut to [`LINE_CAP`], and only
+/// when its raw bytes hold a needle.
+fn feed(builder: &mut ReportBuilder, line: &[u8]) {
+    builder.count_lines(1);
+    let line = &line[..line.len().min(LINE_CAP)];
+    let found = (0..NEEDLES.len())
+        .filter(|&k| memchr::memmem::find(line, NEEDLES[k]).is_some())
+        .fold(0, |set, k| set | 1 << k);
+    if found != 0 {
+        builder.line_with(line, found);
+    }
+}
 use support::loggen::{LogConfig, Prefix, write_log};
 use support::root;
 
@@ -32,8 +47,7 @@ fn line_by_line(files: &[PathBuf]) -> String {
             lines.pop();
         }
         for line in lines {
-            builder.count_lines(1);
-            builder.line(line);
+            feed(&mut builder, line);
         }
         names.push(file.display().to_string());
     }
@@ -244,7 +258,7 @@ fn two_hundred_megabyte_print_lines_are_cut_and_noted() {
 /// in every format.
 #[test]
 fn fuzz_crash_inputs_report_without_a_panic() {
-    use memprints::report::lines::{self, LINE_CAP, Mode};
+    use memprints::report::lines::{self, Mode};
     let dir = root().join("tests/data/fuzz/report_log");
     let mut inputs: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -264,8 +278,7 @@ fn fuzz_crash_inputs_report_without_a_panic() {
             parts.pop();
         }
         for line in parts {
-            plain.count_lines(1);
-            plain.line(&line[..line.len().min(LINE_CAP)]);
+            feed(&mut plain, line);
         }
         let plain = plain.finish(vec!["fuzz.log".to_owned()]);
         assert_eq!(render::json(&fast), render::json(&plain), "{input:?}");

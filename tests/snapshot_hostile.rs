@@ -115,7 +115,7 @@ fn fuzz_seeds_and_crashes_read_or_fail_cleanly() {
         .iter()
         .flat_map(|d| std::fs::read_dir(format!("{root}/{d}")).unwrap())
         .map(|e| e.unwrap().path())
-        // Other targets' seeds have folders of their own (fuzz/seeds/strip).
+        // Other targets' seeds live in folders of their own (`fuzz/seeds/strip/`, `fuzz/seeds/report_log/`).
         .filter(|p| p.is_file())
         .collect();
     files.sort();

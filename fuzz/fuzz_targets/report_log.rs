@@ -1,11 +1,12 @@
 //! Any bytes as a log: the line scanner, the report builder and every renderer never panic, and
 //! the fast paths agree with the plain reading: the report of the bytes scanned on two threads
-//! (step lines folded on the scanning thread) and on one, is the report of every line fed to
-//! the builder one by one (each cut to the 64 KiB the scanner keeps).
+//! (step lines folded on the scanning thread) and on one, is the report of every line that
+//! holds a needle fed to the builder one by one (each cut to the 64 KiB the scanner keeps, its
+//! needles found in its raw bytes, as the scanner's contract says).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memprints::report::lines::{self, LINE_CAP, Mode};
+use memprints::report::lines::{self, LINE_CAP, Mode, NEEDLES};
 use memprints::report::render::{self, Format};
 use memprints::report::step_and_oom::{parse_step_ascii, parse_step_line};
 use memprints::report::{Report, ReportBuilder};
@@ -32,7 +33,13 @@ fn line_by_line(data: &[u8]) -> Report {
     }
     for line in parts {
         b.count_lines(1);
-        b.line(&line[..line.len().min(LINE_CAP)]);
+        let line = &line[..line.len().min(LINE_CAP)];
+        let found = (0..NEEDLES.len())
+            .filter(|&k| memchr::memmem::find(line, NEEDLES[k]).is_some())
+            .fold(0, |set, k| set | 1 << k);
+        if found != 0 {
+            b.line_with(line, found);
+        }
     }
     b.finish(vec!["fuzz.log".to_owned()])
 }

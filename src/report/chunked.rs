@@ -1,11 +1,11 @@
 //! One big plain log file scanned by chunks on all cores, with the result of [`lines::scan`].
 //!
 //! Contract: [`scan_file`] maps the file read-only ([`Mapped`]: no copy of its bytes, which is
-//! most of what reading a page-cached log costs) and cuts it into [`CHUNK`]-sized pieces.
+//! most of what reading a page-cached log costs) and cuts it into 1 MiB pieces.
 //! Chunk `k` *owns* the lines that start inside it: it skips the bytes before its first line
 //! start (the end of a line the previous chunk owns) and runs past its end to the end of its
 //! last line. Every line is owned by exactly one chunk, so the line counts, the long lines
-//! (cut to [`LINE_CAP`] by the scan), the needle lines and the folded step lines of the chunks,
+//! (cut to [`super::lines::LINE_CAP`] by the scan), the needle lines and the folded step lines of the chunks,
 //! handed to the sink in chunk order by [`many::ordered`], are those of one scan of the whole
 //! file. At most two chunks per worker wait to be folded; each holds only its hits, and the
 //! pages of a folded chunk are released ([`Mapped::release`]), so the resident size stays a few

@@ -170,20 +170,29 @@ pub fn scan_serial<R: Read>(
     mode: Mode,
     mut sink: impl FnMut(Item<'_>),
 ) -> io::Result<ScanCounts> {
+    thread_local! {
+        /// The buffer of the thread's last serial scan: a thread that scans file after file
+        /// (see [`super::many`]) zeroes and faults in one chunk, not one per file.
+        static SPARE: std::cell::Cell<Option<Batch>> = const { std::cell::Cell::new(None) };
+    }
     let finders = NEEDLES.map(memmem::Finder::new);
     let mut counts = ScanCounts::default();
     let mut filler = Filler::default();
-    let mut batch = Batch::new();
-    loop {
-        let at_eof = filler.fill(&mut batch, &mut reader)?;
-        if batch.len > 0 {
-            batch.scan(&finders, mode);
-            batch.finish(&mut counts, &mut sink);
+    let mut batch = SPARE.take().unwrap_or_else(Batch::new);
+    let result = (|| -> io::Result<()> {
+        loop {
+            let at_eof = filler.fill(&mut batch, &mut reader)?;
+            if batch.len > 0 {
+                batch.scan(&finders, mode);
+                batch.finish(&mut counts, &mut sink);
+            }
+            if at_eof {
+                return Ok(());
+            }
         }
-        if at_eof {
-            break;
-        }
-    }
+    })();
+    SPARE.set(Some(batch));
+    result?;
     filler.count(&mut counts);
     Ok(counts)
 }
