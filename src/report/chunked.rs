@@ -21,7 +21,7 @@ use std::io;
 
 use memchr::memmem;
 
-use super::lines::{CHUNK, Found, Item, Mode, NEEDLES, ScanCounts};
+use super::lines::{CHUNK, Found, Item, LINE_CAP, Mode, NEEDLES, ScanCounts};
 use super::many;
 use super::mapped::Mapped;
 
@@ -47,7 +47,7 @@ pub fn scan_file(
         chunks,
         workers,
         2,
-        |k| scan_chunk(bytes, k, mode),
+        |k| scan_chunk(&map, k, mode),
         |k, (region, found): (std::ops::Range<usize>, Found)| -> io::Result<()> {
             found.finish(&bytes[region], &mut counts, &mut sink);
             // The chunk before is done with: chunk `k`, folded, has read its last byte, and no
@@ -62,11 +62,18 @@ pub fn scan_file(
     Ok(counts)
 }
 
-/// Scans chunk `k` of `bytes`: the lines that start in `[k·CHUNK, (k+1)·CHUNK)`. Returns the
-/// region of those lines and what it holds.
-fn scan_chunk(bytes: &[u8], k: usize, mode: Mode) -> (std::ops::Range<usize>, Found) {
+/// Scans chunk `k` of the map: the lines that start in `[k·CHUNK, (k+1)·CHUNK)`. Returns the
+/// region scanned and what it holds.
+///
+/// The chunk's last line may go on far past it: it is walked to its end a chunk at a time,
+/// and when it is longer than [`LINE_CAP`] only its first `LINE_CAP` bytes are scanned, the
+/// rest counted, and the pages walked past them released at once, so that one huge line does
+/// not keep itself resident.
+fn scan_chunk(map: &Mapped, k: usize, mode: Mode) -> (std::ops::Range<usize>, Found) {
+    let bytes = map.bytes();
+    let len = bytes.len();
     let chunk_start = k * CHUNK;
-    let chunk_end = (chunk_start + CHUNK).min(bytes.len());
+    let chunk_end = (chunk_start + CHUNK).min(len);
     // A line starts at the chunk's first byte when the byte before it ends a line.
     let begin = if k == 0 {
         0
@@ -74,22 +81,57 @@ fn scan_chunk(bytes: &[u8], k: usize, mode: Mode) -> (std::ops::Range<usize>, Fo
         memchr::memchr(b'\n', &bytes[chunk_start - 1..chunk_end])
             .map_or(chunk_end, |p| chunk_start + p)
     };
-    let end = if begin >= chunk_end || bytes[chunk_end - 1] == b'\n' {
-        chunk_end.max(begin)
-    } else {
-        memchr::memchr(b'\n', &bytes[chunk_end..]).map_or(bytes.len(), |p| chunk_end + p + 1)
-    };
-    let mut found = Found::default();
-    let region = &bytes[begin..end];
     let finders = NEEDLES.map(memmem::Finder::new);
-    found.scan(region, end == bytes.len(), &finders, mode);
+    let mut found = Found::default();
+    if begin >= chunk_end || bytes[chunk_end - 1] == b'\n' {
+        let end = chunk_end.max(begin);
+        found.scan(&bytes[begin..end], end == len, &finders, mode);
+        return (begin..end, found);
+    }
+    // The last line goes on past the chunk: find its end.
+    let line_start =
+        memchr::memrchr(b'\n', &bytes[begin..chunk_end]).map_or(begin, |p| begin + p + 1);
+    let kept_end = (line_start + LINE_CAP).max(chunk_end);
+    let mut at = chunk_end;
+    let line_end = loop {
+        let step_end = (at + CHUNK).min(len);
+        if let Some(p) = memchr::memchr(b'\n', &bytes[at..step_end]) {
+            break Some(at + p);
+        }
+        if step_end == len {
+            break None;
+        }
+        map.release(kept_end.max(at)..step_end);
+        at = step_end;
+    };
+    let line_len = line_end.unwrap_or(len) - line_start;
+    if line_len <= LINE_CAP {
+        let end = line_end.map_or(len, |e| e + 1);
+        found.scan(&bytes[begin..end], end == len, &finders, mode);
+        return (begin..end, found);
+    }
+    // A long last line: scan up to the kept bytes (the scan counts the line as a cut one
+    // only when the chunk alone holds more than LINE_CAP of it), and count the rest here.
+    let end = kept_end.min(len);
+    found.scan(&bytes[begin..end], line_end.is_none(), &finders, mode);
+    let scanned = end - line_start;
+    if scanned <= LINE_CAP {
+        found.counts.long_lines += 1;
+        found.counts.cut_bytes += (line_len - LINE_CAP) as u64;
+    } else {
+        found.counts.cut_bytes += (line_len - scanned) as u64;
+    }
+    if line_end.is_some() {
+        // Its line end lies past the region.
+        found.counts.lines += 1;
+    }
     (begin..end, found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::lines::{self, LINE_CAP};
+    use crate::report::lines;
     use std::io::Write;
 
     /// What `lines::scan` hands over and counts, as owned values.
@@ -147,6 +189,33 @@ mod tests {
             assert_eq!(got_counts, want_counts, "cut {cut}");
             assert!(want == got, "items differ, cut {cut}");
             assert!(want_counts.long_lines > 3, "{want_counts:?}");
+        }
+    }
+
+    #[test]
+    fn long_last_lines_of_a_chunk_are_cut_as_one_stream_cuts_them() {
+        // The chunk holds less, or more, of the long line than the cap; it ends with a line
+        // end, or at the end of the file.
+        for before_end in [LINE_CAP / 2, 2 * LINE_CAP] {
+            for terminated in [true, false] {
+                let padding: Vec<u8> = (0..CHUNK - before_end)
+                    .map(|i| if i % 100 == 99 { b'\n' } else { b'p' })
+                    .collect();
+                let mut text = padding;
+                text.push(b'\n');
+                text.extend_from_slice(b"[rank=0] long ");
+                text.extend(std::iter::repeat_n(b'w', 3 * CHUNK));
+                text.extend_from_slice(b"[rank=1] late");
+                if terminated {
+                    text.extend_from_slice(b"\n[rank=2] after\n");
+                }
+                let (want, want_counts) = streamed(&text);
+                let (got, got_counts) = chunked(&text);
+                let case = format!("{before_end} before the end, terminated {terminated}");
+                assert_eq!(got_counts, want_counts, "{case}");
+                assert_eq!(got, want, "{case}");
+                assert_eq!(want_counts.long_lines, 1, "{case}");
+            }
         }
     }
 

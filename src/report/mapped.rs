@@ -76,19 +76,29 @@ impl Mapped {
     /// Lets the kernel drop the pages of `range` from this process (they stay in the page
     /// cache): what has been read no longer counts in its resident memory. A later access reads
     /// them in again, so this never changes [`Self::bytes`]; it only keeps the resident size of
-    /// a scan from growing with the file. `range.start` must be a multiple of the page size.
+    /// a scan from growing with the file. Only the whole pages inside `range` are released.
     pub fn release(&self, range: std::ops::Range<usize>) {
-        let end = range.end.min(self.len);
-        if range.start >= end {
+        // Whole pages only: the start rounded up, the end down (the file's end counts whole).
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .unwrap_or(4096)
+            .max(1);
+        let start = range.start.div_ceil(page) * page;
+        let end = if range.end >= self.len {
+            self.len
+        } else {
+            range.end / page * page
+        };
+        if start >= end {
             return;
         }
-        // SAFETY: the range lies inside the mapping. The mapping is private and never written,
-        // so its pages come back from the file unchanged if touched again: dropping them
-        // changes no byte that `bytes` shows.
+        // SAFETY: the range lies inside the mapping and starts on a page. The mapping is
+        // private and never written, so its pages come back from the file unchanged if touched
+        // again: dropping them changes no byte that `bytes` shows.
         unsafe {
             libc::madvise(
-                self.ptr.cast::<u8>().add(range.start).cast(),
-                end - range.start,
+                self.ptr.cast::<u8>().add(start).cast(),
+                end - start,
                 libc::MADV_DONTNEED,
             );
         }
