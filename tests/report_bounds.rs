@@ -44,19 +44,7 @@ fn report_within_budget(path: &Path) -> serde_json::Value {
 fn two_hundred_megabyte_print_lines_fit_the_budget() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("long.log");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    let block = vec![b'7'; 1 << 20];
-    for rank in 0..2 {
-        write!(out, "[rank={rank}] setup_model | a: alloc=1.").unwrap();
-        for _ in 0..100 {
-            out.write_all(&block).unwrap();
-        }
-        out.write_all(b" cached=0.00 non-pt=1.00\n").unwrap();
-    }
-    out.write_all(b"[rank=2] setup_model | b: alloc=1.00 cached=0.00 non-pt=1.00\n")
-        .unwrap();
-    out.flush().unwrap();
-    drop(out);
+    support::write_two_hundred_megabyte_print_lines(&path);
     let report = report_within_budget(&path);
     let schema =
         std::fs::read_to_string(support::root().join("schema/report.schema.json")).unwrap();

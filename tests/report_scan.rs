@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use memprints::report::lines::{LINE_CAP, NEEDLES};
@@ -216,22 +215,9 @@ fn a_folder_of_per_rank_logs_reports_the_same_as_its_files_in_order() {
 
 #[test]
 fn two_hundred_megabyte_print_lines_are_cut_and_noted() {
-    // Two 100 MB print lines, written without holding them in memory; then a normal print.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("long.log");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    let block = vec![b'7'; 1 << 20];
-    for rank in 0..2 {
-        write!(out, "[rank={rank}] setup_model | a: alloc=1.").unwrap();
-        for _ in 0..100 {
-            out.write_all(&block).unwrap();
-        }
-        out.write_all(b" cached=0.00 non-pt=1.00\n").unwrap();
-    }
-    out.write_all(b"[rank=2] setup_model | b: alloc=1.00 cached=0.00 non-pt=1.00\n")
-        .unwrap();
-    out.flush().unwrap();
-    drop(out);
+    support::write_two_hundred_megabyte_print_lines(&path);
     let report = run_report(&[path], &ReportOptions::default()).unwrap();
     let s = &report.stats;
     assert_eq!((s.lines_read, s.memory_lines), (3, 3));

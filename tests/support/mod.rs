@@ -78,3 +78,22 @@ pub fn fixtures() -> Vec<(&'static str, loggen::LogConfig)> {
         ),
     ]
 }
+
+/// Writes `path`: two print lines of 100 MB each (ranks 0 and 1, a `setup_model` print whose
+/// `alloc=` number runs on for 100 MiB of digits), written without holding them in memory, then
+/// one normal print of rank 2 (label `b`).
+pub fn write_two_hundred_megabyte_print_lines(path: &Path) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let block = vec![b'7'; 1 << 20];
+    for rank in 0..2 {
+        write!(out, "[rank={rank}] setup_model | a: alloc=1.").unwrap();
+        for _ in 0..100 {
+            out.write_all(&block).unwrap();
+        }
+        out.write_all(b" cached=0.00 non-pt=1.00\n").unwrap();
+    }
+    out.write_all(b"[rank=2] setup_model | b: alloc=1.00 cached=0.00 non-pt=1.00\n")
+        .unwrap();
+    out.flush().unwrap();
+}
