@@ -4,7 +4,7 @@
 
 mod codemod;
 
-use codemod::{SIX, Tree, changed};
+use codemod::{SIX, Tree, assert_same_files, changed};
 use proptest::prelude::*;
 
 #[test]
@@ -41,10 +41,7 @@ fn remove_keeps_a_new_function_and_a_new_comment_the_user_added() {
         );
     }
     tree.run(&["remove"]).success();
-    assert_eq!(
-        changed(&expected.snapshot(), &tree.snapshot()),
-        Vec::<String>::new()
-    );
+    assert_same_files(&expected, &tree);
 }
 
 #[test]
@@ -296,7 +293,10 @@ proptest! {
             apply(&expected, edit);
         }
         tree.run(&["remove"]).success();
-        prop_assert_eq!(changed(&expected.snapshot(), &tree.snapshot()), Vec::<String>::new());
+        prop_assert_eq!(
+            changed(&expected.snapshot(), &tree.snapshot()),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

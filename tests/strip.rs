@@ -6,7 +6,7 @@
 
 mod codemod;
 
-use codemod::{SIX, Tree, changed};
+use codemod::{SIX, Tree, assert_same_files, changed};
 
 fn stderr(out: &assert_cmd::assert::Assert) -> String {
     String::from_utf8_lossy(&out.get_output().stderr).to_string()
@@ -131,10 +131,7 @@ fn after_the_user_undoes_an_edit_remove_finishes_to_the_byte() {
     tree.edit(TRAINING, EDITED_TO, EDITED_FROM);
     let out = tree.run(&["remove"]).code(0);
     assert!(stdout(&out).contains(&format!("restored {TRAINING}")));
-    assert_eq!(
-        changed(&original.snapshot(), &tree.snapshot()),
-        Vec::<String>::new()
-    );
+    assert_same_files(&original, &tree);
     tree.run(&["status"]).code(1);
 }
 
@@ -169,10 +166,7 @@ fn remove_force_takes_edited_blocks_and_the_dry_run_names_the_lines_that_go() {
         "{}",
         stdout(&out)
     );
-    assert_eq!(
-        changed(&original.snapshot(), &tree.snapshot()),
-        Vec::<String>::new()
-    );
+    assert_same_files(&original, &tree);
 }
 
 #[test]
@@ -202,10 +196,7 @@ fn update_finishes_a_partly_instrumented_tree_with_the_new_ranks() {
         assert_eq!(&tree.read(rel), text, "{rel}");
     }
     tree.run(&["remove", "-q"]).success();
-    assert_eq!(
-        changed(&original.snapshot(), &tree.snapshot()),
-        Vec::<String>::new()
-    );
+    assert_same_files(&original, &tree);
 }
 
 #[test]
@@ -424,10 +415,7 @@ fn fuzz_crash_inputs_stay_fixed() {
     }
     tree.run(&["status"]).code(0);
     tree.run(&["remove"]).success();
-    assert_eq!(
-        changed(&expected.snapshot(), &tree.snapshot()),
-        Vec::<String>::new()
-    );
+    assert_same_files(&expected, &tree);
 }
 
 #[test]
@@ -455,10 +443,7 @@ fn files_with_different_ranks_are_partial_and_update_or_remove_puts_them_right()
         "{text}"
     );
     tree.run(&["remove", "-q"]).success();
-    assert_eq!(
-        changed(&original.snapshot(), &tree.snapshot()),
-        Vec::<String>::new()
-    );
+    assert_same_files(&original, &tree);
 
     let tree = mixed();
     tree.run(&[
@@ -493,10 +478,7 @@ fn a_deleted_inserted_line_or_a_deleted_anchor_is_named_and_force_takes_the_rest
     let err = stderr(&tree.run(&["remove"]).code(2));
     assert!(err.contains("inserted lines were deleted"), "{err}");
     tree.run(&["remove", "--force"]).success();
-    assert_eq!(
-        changed(&original.snapshot(), &tree.snapshot()),
-        Vec::<String>::new()
-    );
+    assert_same_files(&original, &tree);
 
     // The user deleted an anchor: the removal cannot be verified; --force writes the stripped
     // text, which keeps the deletion.
@@ -521,8 +503,5 @@ fn a_deleted_inserted_line_or_a_deleted_anchor_is_named_and_force_takes_the_rest
         "{out}"
     );
     tree.run(&["remove", "--force", "-q"]).success();
-    assert_eq!(
-        changed(&expected.snapshot(), &tree.snapshot()),
-        Vec::<String>::new()
-    );
+    assert_same_files(&expected, &tree);
 }

@@ -128,6 +128,14 @@ pub fn changed(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>) -> 
     names.into_iter().filter(|n| a.get(n) != b.get(n)).collect()
 }
 
+/// Asserts that the two trees hold the same files with the same bytes.
+pub fn assert_same_files(want: &Tree, got: &Tree) {
+    assert_eq!(
+        changed(&want.snapshot(), &got.snapshot()),
+        Vec::<String>::new()
+    );
+}
+
 /// The `ruff` executable: required when CI is set, else the test is skipped with a note.
 pub fn ruff() -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|p| {
