@@ -277,3 +277,57 @@ fn fuzz_crash_inputs_report_without_a_panic() {
         }
     }
 }
+
+/// Memory profiling left on at every step, in a log big enough to be read mapped, by chunks
+/// on all cores (`report::chunked`): detail prints are deferred by their place in the map and
+/// read again only for the passes kept in detail, and the report is the line-by-line one.
+#[test]
+fn a_log_profiling_every_step_reads_the_same_mapped_and_keeps_three_passes_in_detail() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        world: 16,
+        pp: 4,
+        num_chunks: 8,
+        profiled_steps: 700,
+        train_steps: 700,
+        noise: 1,
+        garbage: true,
+        detail_every_step: true,
+        ..LogConfig::default()
+    };
+    let mut text = Vec::new();
+    write_log(&cfg, &mut text).unwrap();
+    let min = memprints::report::chunked::MIN_SIZE as usize;
+    assert!(text.len() > min, "read mapped: {} bytes", text.len());
+    let path = write(dir.path(), "every-step.log", &text);
+    assert_same(std::slice::from_ref(&path));
+    let report = run_report(&[path], &ReportOptions::default()).unwrap();
+    let run = &report.runs[0];
+    assert!(report.stats.detail_prints_not_read > 0);
+    for rank in &run.ranks {
+        assert!(
+            rank.passes.len() > 600,
+            "rank {}: {}",
+            rank.rank,
+            rank.passes.len()
+        );
+        let detail: Vec<u32> = rank
+            .passes
+            .iter()
+            .filter(|p| p.detail)
+            .map(|p| p.pass)
+            .collect();
+        assert!(
+            (1..=3).contains(&detail.len()),
+            "rank {}: {detail:?}",
+            rank.rank
+        );
+        assert_eq!(detail.first(), Some(&0));
+        assert_eq!(detail.last(), rank.passes.last().map(|p| p.pass).as_ref());
+        // The peak is the highest of every pass, and its pass is kept.
+        let highest = rank.passes.iter().filter_map(|p| p.peak_allocated).max();
+        let peak = rank.peak.as_ref().unwrap();
+        assert_eq!(Some(peak.allocated), highest);
+        assert!(detail.contains(&rank.pipeline[peak.index].pass));
+    }
+}

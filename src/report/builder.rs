@@ -13,16 +13,18 @@
 //! [`ReportBuilder::finish`] hands the ranks to [`super::summary`] for peaks, breakdowns and the
 //! cross-rank summary.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use super::lines::{self, Item, Needles, ScanCounts};
-use super::parse::{Detail, Event, PipelinePoint, parse_print, tag_rank};
+use super::lines::{self, Item, Needles, PreRead, ScanCounts};
+use super::mapped::Mapped;
+use super::parse::{Detail, Event, PipelinePoint, Print, parse_print, tag_rank};
+use super::passes::{self, Passes};
+use super::rank_map::RankMap;
 use super::runs::{self, RankProgress};
-use super::saved;
 use super::schema::{
-    Checkpoint, ExpertProbe, GroupSizeFrom, LastPoint, LayerProbe, Oom, PipelineEntry, PointSource,
-    RankReport, Report, Run, RunStats, SCHEMA_VERSION, SavedGroup, SavedTensor, SetupEntry,
-    SetupPhase, SizeFrom, SnapshotFile, Stats, Training,
+    Checkpoint, LastPoint, Oom, PipelineEntry, PointSource, RankReport, Report, Run, RunStats,
+    SCHEMA_VERSION, SetupEntry, SetupPhase, SnapshotFile, Stats, Training,
 };
 use super::step_and_oom::{StepRun, parse_oom_line, parse_step_line};
 use super::{joined, summary};
@@ -35,13 +37,22 @@ const EXAMPLE_CHARS: usize = 200;
 /// One rank's report while it is being folded, and what the next print is compared with.
 #[derive(Default)]
 struct RankState {
+    /// Setup, checkpoint, snapshots and counts; the passes' detail goes in at the end.
     report: RankReport,
-    /// `(pipeline position, allocated)` of the latest probe.
-    last_probe: Option<(usize, i64)>,
+    /// Its pipeline passes ([`passes`]).
+    passes: Passes,
+    /// Allocated at the latest pipeline print.
+    last_pipeline_alloc: Option<i64>,
     /// Allocated at the latest `setup_model` print.
     last_setup_alloc: Option<i64>,
-    /// Index of the saved-tensor group still waiting for its summary line.
-    open_saved: Option<usize>,
+    /// The rank's prints so far: orders [`Self::last_point`] against the probes.
+    seq: u64,
+    /// The latest print other than a detail print that names a memory figure, and its `seq`.
+    last_point: Option<(u64, LastPoint)>,
+    /// Detail prints of passes just read that matched no format, to be counted.
+    unparsed: Vec<Vec<u8>>,
+    /// Detail prints of passes not kept, once the passes are closed.
+    not_read: u64,
     /// The input the rank's prints are being read from.
     source: usize,
 }
@@ -49,14 +60,16 @@ struct RankState {
 /// One run while it is being folded.
 #[derive(Default)]
 struct RunState {
-    ranks: BTreeMap<u32, RankState>,
+    ranks: RankMap<RankState>,
     /// What every rank (wanted or not) printed so far, to see a relaunch.
-    progress: BTreeMap<u32, RankProgress>,
+    progress: RankMap<RankProgress>,
     stats: RunStats,
     training: Option<Training>,
     oom: Option<Oom>,
     oom_ranks: BTreeSet<u32>,
     sources: BTreeSet<usize>,
+    /// The source last inserted into `sources` (the look-up runs on every print).
+    noted_source: Option<usize>,
     /// A source of this run holds PithTrain's launch line.
     launched: bool,
 }
@@ -69,6 +82,8 @@ pub struct ReportBuilder {
     stats: Stats,
     /// The input being read (see [`Self::begin_source`]).
     source: usize,
+    /// The file being read when it is mapped: detail prints are deferred by their place in it.
+    map: Option<Arc<Mapped>>,
     scratch: Vec<u8>,
 }
 
@@ -80,6 +95,7 @@ impl ReportBuilder {
             only,
             stats: Stats::default(),
             source: 0,
+            map: None,
             scratch: Vec::new(),
         }
     }
@@ -88,6 +104,13 @@ impl ReportBuilder {
     /// [`Self::finish`]); inputs are fed in order.
     pub fn begin_source(&mut self, index: usize) {
         self.source = index;
+    }
+
+    /// [`Self::begin_source`] for a file read from `map` ([`super::chunked::scan_map`]): its
+    /// detail prints are read again from the map when their pass is kept, not copied.
+    pub fn begin_mapped(&mut self, index: usize, map: Arc<Mapped>) {
+        self.source = index;
+        self.map = Some(map);
     }
 
     /// [`Self::begin_source`] for a file of several, saying whether the file holds PithTrain's
@@ -125,6 +148,18 @@ impl ReportBuilder {
         match item {
             Item::Line(line, found) => self.line_with(line, found),
             Item::Steps(steps) => self.steps(steps),
+            Item::Print(PreRead::Detail(rank, print, at)) => {
+                self.stats.memory_lines += 1;
+                let at = at.filter(|_| self.map.is_some());
+                self.detail(rank, print, at);
+            }
+            Item::Print(PreRead::Pipeline(rank, pp, point)) => {
+                self.stats.memory_lines += 1;
+                self.parsed(Print {
+                    rank,
+                    event: Event::Pipeline { pp, point },
+                });
+            }
         }
     }
 
@@ -182,18 +217,28 @@ impl ReportBuilder {
         }
         let source = self.source;
         let run = self.runs.last_mut().expect("just ensured");
-        if run.sources.last() != Some(&source) {
+        if run.noted_source != Some(source) {
             run.sources.insert(source);
+            run.noted_source = Some(source);
         }
         run
     }
 
     fn print(&mut self, print: &[u8]) {
         self.stats.memory_lines += 1;
+        if let Some(rank) = passes::detail_rank(print) {
+            self.detail(rank, print, None);
+            return;
+        }
         let Some(parsed) = parse_print(print) else {
             self.unparsed(print);
             return;
         };
+        self.parsed(parsed);
+    }
+
+    /// A print other than a detail print, parsed.
+    fn parsed(&mut self, parsed: Print<'_>) {
         // Only setup prints can begin a launch: the others skip the look-up.
         let may_relaunch = matches!(
             parsed.event,
@@ -202,7 +247,7 @@ impl ReportBuilder {
         if may_relaunch
             && self.runs.last().is_some_and(|run| {
                 run.progress
-                    .get(&parsed.rank)
+                    .get(parsed.rank)
                     .is_some_and(|p| p.relaunches(&parsed.event))
             })
         {
@@ -210,19 +255,59 @@ impl ReportBuilder {
         }
         let wanted = self.wanted(parsed.rank);
         let source = self.source;
+        // Taken for the fold of this print, which may read kept detail from it.
+        let map = self.map.take();
+        let rank = parsed.rank;
         let run = self.run();
         run.stats.memory_lines += 1;
-        run.progress
-            .entry(parsed.rank)
-            .or_default()
-            .record(&parsed.event);
+        run.progress.get_or_default(rank).record(&parsed.event);
+        let unparsed = wanted && {
+            let state = run.rank(rank);
+            state.source = source;
+            state.report.memory_lines += 1;
+            state.seq += 1;
+            state.event(parsed.event, map.as_deref());
+            !state.unparsed.is_empty()
+        };
+        self.map = map;
+        if unparsed {
+            self.count_unparsed_detail(rank);
+        }
+    }
+
+    /// A detail print ([`passes::detail_rank`]): kept raw in its rank's open pass.
+    fn detail(&mut self, rank: u32, print: &[u8], mapped_at: Option<usize>) {
+        let wanted = self.wanted(rank);
+        let source = self.source;
+        let run = self.run();
+        run.stats.memory_lines += 1;
+        run.progress.get_or_default(rank).record_detail();
         if !wanted {
+            run.stats.detail_prints_not_read += 1;
+            self.stats.detail_prints_not_read += 1;
             return;
         }
-        let state = run.rank(parsed.rank);
+        let state = run.rank(rank);
         state.source = source;
         state.report.memory_lines += 1;
-        state.event(parsed.event);
+        state.seq += 1;
+        let seq = state.seq;
+        state.passes.defer(print, mapped_at, seq);
+    }
+
+    /// Counts the detail prints of `rank` (current run) that its passes just read and found
+    /// unparsed.
+    fn count_unparsed_detail(&mut self, rank: u32) {
+        let Some(run) = self.runs.last_mut() else {
+            return;
+        };
+        let Some(state) = run.ranks.get_mut(rank) else {
+            return;
+        };
+        for print in state.unparsed.drain(..) {
+            count_unparsed(&mut self.stats, &mut run.stats, &print);
+            state.report.unparsed_memory_lines += 1;
+        }
     }
 
     fn unparsed(&mut self, print: &[u8]) {
@@ -276,7 +361,20 @@ impl ReportBuilder {
     /// The report of everything fed so far: per run, peaks, breakdowns, the cross-rank summary
     /// and the prints' side of the memory view (the snapshots are [`joined::attach_snapshots`]'s
     /// job); `inputs` names the inputs by index.
-    pub fn finish(self, inputs: Vec<String>) -> Report {
+    pub fn finish(mut self, inputs: Vec<String>) -> Report {
+        let map = self.map.take();
+        for run in &mut self.runs {
+            for state in run.ranks.values_mut() {
+                state.close(map.as_deref());
+                for print in state.unparsed.drain(..) {
+                    count_unparsed(&mut self.stats, &mut run.stats, &print);
+                    state.report.unparsed_memory_lines += 1;
+                }
+            }
+            let not_read: u64 = run.ranks.values().map(|s| s.not_read).sum();
+            run.stats.detail_prints_not_read += not_read;
+            self.stats.detail_prints_not_read += not_read;
+        }
         let sources: Vec<BTreeSet<usize>> = self.runs.iter().map(|r| r.sources.clone()).collect();
         let names = runs::names(&sources, &inputs);
         let runs = self
@@ -297,7 +395,7 @@ impl ReportBuilder {
 
 impl RunState {
     fn rank(&mut self, rank: u32) -> &mut RankState {
-        self.ranks.entry(rank).or_insert_with(|| RankState {
+        self.ranks.get_or_insert_with(rank, || RankState {
             report: RankReport {
                 rank,
                 ..RankReport::default()
@@ -309,7 +407,6 @@ impl RunState {
     fn finish(self, name: String, inputs: &[String]) -> Run {
         let mut ranks: Vec<RankReport> = self.ranks.into_values().map(|s| s.report).collect();
         for rank in &mut ranks {
-            name_last_pipeline_point(rank);
             rank.peak = summary::peak(&rank.pipeline);
             rank.breakdown = summary::breakdown(rank);
             rank.non_pytorch_growth = summary::non_pytorch_growth(&rank.pipeline);
@@ -335,7 +432,8 @@ impl RunState {
 }
 
 impl RankState {
-    fn event(&mut self, event: Event<'_>) {
+    fn event(&mut self, event: Event<'_>, map: Option<&Mapped>) {
+        let seq = self.seq;
         let r = &mut self.report;
         match event {
             Event::Setup { label, detail } => {
@@ -349,7 +447,7 @@ impl RankState {
                     non_pytorch: Some(detail.non_pytorch),
                     change,
                 });
-                set_last(r, PointSource::Setup, label.to_owned(), detail.allocated);
+                self.last_point = last_point(seq, PointSource::Setup, label, detail.allocated);
             }
             Event::ProcessGroup {
                 cuda_context,
@@ -394,96 +492,41 @@ impl RankState {
                     cached: detail.cached,
                     non_pytorch: detail.non_pytorch,
                 });
-                let label = "after checkpoint load".to_owned();
-                set_last(r, PointSource::Checkpoint, label, detail.allocated);
+                self.last_point = last_point(
+                    seq,
+                    PointSource::Checkpoint,
+                    "after checkpoint load",
+                    detail.allocated,
+                );
             }
-            Event::Pipeline { pp, point } => self.pipeline(pp, point),
-            Event::Probe { label, allocated } => self.probe(label, allocated),
-            Event::SavedHeader { layer, stage } => {
-                r.saved_tensors.push(SavedGroup {
-                    layer,
-                    stage: stage.to_owned(),
-                    activations: 0,
-                    weights: 0,
-                    count: 0,
-                    complete: false,
-                    size_from: GroupSizeFrom::RoundedMb,
-                    bytes_exact: true,
-                    tensors: Vec::new(),
-                });
-                self.open_saved = Some(r.saved_tensors.len() - 1);
-            }
-            Event::SavedTensor {
-                weight,
-                shape,
-                dtype,
-                size,
-                exact,
-            } => {
-                let Some(group) = self.open_saved.map(|g| &mut r.saved_tensors[g]) else {
-                    r.unparsed_memory_lines += 1;
-                    return;
-                };
-                let shape = parse_shape(shape);
-                let (size, size_from) = saved::tensor_size(size, exact, shape.as_deref(), dtype);
-                let bytes_exact = size_from != SizeFrom::RoundedMb;
-                group.tensors.push(SavedTensor {
-                    weight,
-                    shape,
-                    dtype: dtype.strip_prefix("torch.").unwrap_or(dtype).to_owned(),
-                    size,
-                    size_from,
-                    bytes_exact,
-                });
-                // Until its summary line comes (it may never: a cut-off log) the group is the
-                // sum of its tensors.
-                group.count += 1;
-                // Saturating: a forged log may list enough huge tensors to overflow.
-                if weight {
-                    group.weights = group.weights.saturating_add(size);
-                } else {
-                    group.activations = group.activations.saturating_add(size);
-                }
-                group.bytes_exact &= bytes_exact;
-                group.size_from = if group.bytes_exact {
-                    GroupSizeFrom::TensorSum
-                } else {
-                    GroupSizeFrom::RoundedMb
-                };
-            }
-            Event::SavedSummary {
-                activations,
-                weights,
-                count,
-                exact,
-            } => {
-                let Some(group) = self.open_saved.take().map(|g| &mut r.saved_tensors[g]) else {
-                    r.unparsed_memory_lines += 1;
-                    return;
-                };
-                saved::group_size(group, activations, weights, count, exact);
-            }
+            Event::Pipeline { pp, point } => self.pipeline(pp, point, map),
             Event::Snapshot { path } => r.snapshots.push(SnapshotFile {
                 path: path.to_owned(),
                 after_oom: !path.contains("_step"),
                 source: self.source,
             }),
+            // Detail prints never come here: `passes::detail_rank` takes every print that can
+            // parse as one.
+            Event::Probe { .. }
+            | Event::SavedHeader { .. }
+            | Event::SavedTensor { .. }
+            | Event::SavedSummary { .. } => {
+                debug_assert!(false, "a detail print was not deferred")
+            }
         }
     }
 
-    fn pipeline(&mut self, pp: u32, point: PipelinePoint) {
-        let r = &mut self.report;
-        r.pp.get_or_insert(pp);
+    fn pipeline(&mut self, pp: u32, point: PipelinePoint, map: Option<&Mapped>) {
+        self.report.pp.get_or_insert(pp);
         let Detail {
             cached,
             non_pytorch,
             ..
         } = point.detail;
-        let change = r
-            .pipeline
-            .last()
-            .map(|prev| point.allocated - prev.allocated);
+        let change = self.last_pipeline_alloc.map(|prev| point.allocated - prev);
+        self.last_pipeline_alloc = Some(point.allocated);
         let entry = PipelineEntry {
+            pass: 0,
             kind: point.kind,
             i: point.i,
             count: point.count,
@@ -493,120 +536,97 @@ impl RankState {
             delta: point.delta,
             change,
         };
-        // Only the newest point is kept as a label string; building it per print would cost
-        // an allocation on the hot path, so it is made lazily at the end (see `finish`).
-        r.last_point = Some(LastPoint {
-            source: PointSource::Pipeline,
-            label: String::new(),
-            allocated: point.allocated,
-        });
-        r.pipeline.push(entry);
+        // The label is made at the end, from the last pipeline entry: building it per print
+        // would cost an allocation on the hot path.
+        self.last_point = Some((
+            self.seq,
+            LastPoint {
+                source: PointSource::Pipeline,
+                label: String::new(),
+                allocated: point.allocated,
+            },
+        ));
+        self.passes.pipeline(entry, &mut self.unparsed, map);
     }
 
-    fn probe(&mut self, raw_label: &str, allocated: i64) {
+    /// Ends the rank's passes and puts the kept ones into its report.
+    fn close(&mut self, map: Option<&Mapped>) {
+        let passes = std::mem::take(&mut self.passes);
+        let (kept, summaries, not_read) = passes.finish(&mut self.unparsed, map);
+        self.not_read = not_read;
         let r = &mut self.report;
-        let position = r.pipeline.len();
-        let change = match self.last_probe {
-            Some((pos, prev)) if pos == position => Some(allocated - prev),
-            _ => None,
-        };
-        self.last_probe = Some((position, allocated));
-        let label = raw_label.trim();
-        let (tensor, shape, before) = match split_tensor(label) {
-            Some((before, name, shape)) => (Some(name.to_owned()), parse_shape(shape), before),
-            None => (None, None, label),
-        };
-        if let Some(step) = label.strip_prefix("experts:") {
-            let step = match &tensor {
-                Some(_) => before.strip_prefix("experts:").unwrap_or(step),
-                None => step,
-            };
-            r.experts.push(ExpertProbe {
-                pipeline_position: position,
-                step: step.trim().to_owned(),
-                tensor,
-                shape,
-                allocated,
-                change,
-            });
-            set_last(r, PointSource::Experts, label.to_owned(), allocated);
-            return;
+        r.passes = summaries;
+        let mut last = self.last_point.take();
+        for pass in kept {
+            let base = r.pipeline.len();
+            r.pipeline.extend(pass.pipeline);
+            r.layers.extend(pass.layers.into_iter().map(|mut p| {
+                p.pipeline_position += base;
+                p
+            }));
+            r.experts.extend(pass.experts.into_iter().map(|mut p| {
+                p.pipeline_position += base;
+                p
+            }));
+            r.saved_tensors.extend(pass.saved_tensors);
+            r.unparsed_memory_lines += pass.orphans;
+            if let Some((seq, probe)) = pass.last_probe
+                && last.as_ref().is_none_or(|(at, _)| *at < seq)
+            {
+                last = Some((seq, probe));
+            }
         }
-        let indent = raw_label.len() - raw_label.trim_start().len();
-        r.layers.push(LayerProbe {
-            pipeline_position: position,
-            label: label.to_owned(),
-            depth: u8::from(indent > 0),
-            layer: number_after(label, "layer"),
-            stage: number_after(label, "stage"),
-            tensor,
-            shape,
-            allocated,
-            change,
+        r.last_point = last.map(|(_, mut point)| {
+            if point.source == PointSource::Pipeline {
+                point.label = r
+                    .pipeline
+                    .last()
+                    .map(PipelineEntry::label)
+                    .unwrap_or_default();
+            }
+            point
         });
-        set_last(r, PointSource::Layer, label.to_owned(), allocated);
     }
 }
 
-/// Labels a last point that is a pipeline print, whose label [`RankState::pipeline`] left empty.
-fn name_last_pipeline_point(rank: &mut RankReport) {
-    if let Some(last) = rank
-        .last_point
-        .as_mut()
-        .filter(|l| l.source == PointSource::Pipeline)
-    {
-        last.label = rank
-            .pipeline
-            .last()
-            .map(PipelineEntry::label)
-            .unwrap_or_default();
+fn last_point(
+    seq: u64,
+    source: PointSource,
+    label: &str,
+    allocated: i64,
+) -> Option<(u64, LastPoint)> {
+    Some((
+        seq,
+        LastPoint {
+            source,
+            label: label.to_owned(),
+            allocated,
+        },
+    ))
+}
+
+/// Counts one unparsed detail print in the stats of everything read and of its run.
+fn count_unparsed(stats: &mut Stats, run: &mut RunStats, print: &[u8]) {
+    let example = || -> String {
+        String::from_utf8_lossy(print)
+            .chars()
+            .take(EXAMPLE_CHARS)
+            .collect()
+    };
+    stats.unparsed_memory_lines += 1;
+    if stats.unparsed_examples.len() < UNPARSED_EXAMPLES {
+        stats.unparsed_examples.push(example());
     }
-}
-
-fn set_last(r: &mut RankReport, source: PointSource, label: String, allocated: i64) {
-    r.last_point = Some(LastPoint {
-        source,
-        label,
-        allocated,
-    });
-}
-
-/// Splits `… name=(shape)` at the end of a probe label into (text before, name, shape).
-fn split_tensor(label: &str) -> Option<(&str, &str, &str)> {
-    let eq = label.rfind("=(")?;
-    let shape = &label[eq + 1..];
-    if !shape.ends_with(')') {
-        return None;
+    run.unparsed_memory_lines += 1;
+    if run.unparsed_examples.len() < UNPARSED_EXAMPLES {
+        run.unparsed_examples.push(example());
     }
-    let head = &label[..eq];
-    let name_start = head.rfind(char::is_whitespace).map_or(0, |p| p + 1);
-    let name = &head[name_start..];
-    (!name.is_empty()).then(|| (head[..name_start].trim_end(), name, shape))
-}
-
-/// `(4096, 2048)` → `[4096, 2048]`; `()` → `[]`; anything else → `None`.
-fn parse_shape(text: &str) -> Option<Vec<u64>> {
-    let inner = text.strip_prefix('(')?.strip_suffix(')')?;
-    inner
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().ok())
-        .collect()
-}
-
-/// The number right after the first `word` that is followed by a digit (`layer5` → 5).
-fn number_after(label: &str, word: &str) -> Option<u32> {
-    label.match_indices(word).find_map(|(at, _)| {
-        let rest = &label[at + word.len()..];
-        let n = rest.bytes().take_while(u8::is_ascii_digit).count();
-        rest[..n].parse().ok()
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::passes::{parse_shape, split_tensor};
 
     const G: i64 = 1 << 30;
 
@@ -858,6 +878,109 @@ mod tests {
         );
         let t = r.training.unwrap();
         assert_eq!((t.peak_step, t.first_step), (Some(2), 1));
+    }
+
+    /// One profiled step of rank 0: `Before pipeline` at 1 GiB, a probe and a saved-tensor
+    /// group, a peak at `peak` GiB, then `After Step8` at 1 GiB.
+    fn pass(peak: &str, probe: &str) -> Vec<String> {
+        vec![
+            pipe(0, 0, "Before pipeline", "1.00"),
+            format!("[rank=0]   layer0 after stage1 (forward_stage1): alloc={probe}"),
+            "[rank=0] layer0 stage1 saved tensors:".to_owned(),
+            "[rank=0]     saved (activ): (512,) torch.float32 (0.0 MB, 2048 bytes)".to_owned(),
+            "[rank=0]   activ=0.0 MB (2048 bytes), weight=0.0 MB (0 bytes), total=1 tensors"
+                .to_owned(),
+            pipe(0, 0, "Step4 i=0", peak),
+            pipe(0, 0, "After Step8 (end of pipeline)", "1.00"),
+        ]
+    }
+
+    #[test]
+    fn every_pass_is_summarised_and_the_first_highest_and_last_are_kept_in_detail() {
+        let mut lines = Vec::new();
+        for (peak, probe) in [
+            ("2.00", "1.10"),
+            ("4.00", "1.20"),
+            ("3.00", "1.30"),
+            ("3.00", "1.40"),
+        ] {
+            lines.extend(pass(peak, probe));
+        }
+        // A malformed detail print in pass 2, which is not kept: counted, not read.
+        lines.insert(16, "[rank=0]   garbage".to_owned());
+        let r = build(&lines.join("\n"));
+        let rank = &r.ranks[0];
+        let passes: Vec<_> = rank
+            .passes
+            .iter()
+            .map(|p| {
+                (
+                    p.pass,
+                    p.detail,
+                    p.pipeline_prints,
+                    p.detail_prints,
+                    p.peak_allocated,
+                )
+            })
+            .collect();
+        assert_eq!(
+            passes,
+            [
+                (0, true, 3, 4, Some(2 * G)),
+                (1, true, 3, 4, Some(4 * G)),
+                (2, false, 3, 5, Some(3 * G)),
+                (3, true, 3, 4, Some(3 * G)),
+            ]
+        );
+        let kept: Vec<u32> = rank.pipeline.iter().map(|e| e.pass).collect();
+        assert_eq!(kept, [0, 0, 0, 1, 1, 1, 3, 3, 3]);
+        let probes: Vec<_> = rank
+            .layers
+            .iter()
+            .map(|l| (l.pass, l.pipeline_position))
+            .collect();
+        assert_eq!(probes, [(0, 1), (1, 4), (3, 7)]);
+        assert_eq!(
+            rank.saved_tensors
+                .iter()
+                .map(|g| g.pass)
+                .collect::<Vec<_>>(),
+            [0, 1, 3]
+        );
+        assert_eq!(rank.peak.as_ref().unwrap().index, 4);
+        assert_eq!(rank.unparsed_memory_lines, 0);
+        assert_eq!(r.stats.unparsed_memory_lines, 0);
+        assert_eq!(r.stats.detail_prints_not_read, 5);
+        assert_eq!(r.stats.memory_lines, 29);
+        assert_eq!(rank.memory_lines, 29);
+    }
+
+    #[test]
+    fn a_malformed_detail_print_of_a_kept_pass_is_unparsed_and_the_last_probe_is_the_last_point() {
+        let mut lines = pass("2.00", "1.10");
+        lines.push("[rank=0]   garbage".to_owned());
+        lines.push("[rank=0]   after prolog (embed_tokens): alloc=1.50".to_owned());
+        let r = build(&lines.join("\n"));
+        let rank = &r.ranks[0];
+        assert_eq!(rank.unparsed_memory_lines, 1);
+        assert_eq!(r.stats.unparsed_examples, ["[rank=0]   garbage"]);
+        assert_eq!(r.stats.detail_prints_not_read, 0);
+        let last = rank.last_point.as_ref().unwrap();
+        assert_eq!(
+            (last.source, last.label.as_str(), last.allocated),
+            (PointSource::Layer, "after prolog (embed_tokens)", 3 * G / 2)
+        );
+    }
+
+    #[test]
+    fn the_breakdown_at_a_later_peak_starts_from_that_pass() {
+        let mut lines = pass("2.00", "1.10");
+        let mut second = pass("4.00", "1.20");
+        second[0] = pipe(0, 0, "Before pipeline", "1.50");
+        lines.extend(second);
+        let r = build(&lines.join("\n"));
+        let b = r.ranks[0].breakdown.as_ref().unwrap();
+        assert_eq!((b.other_static, b.activations), (3 * G / 2, 5 * G / 2));
     }
 
     #[test]

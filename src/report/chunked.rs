@@ -36,20 +36,35 @@ pub fn scan_file(
     file: &File,
     name: &str,
     mode: Mode,
+    sink: impl FnMut(Item<'_>),
+) -> io::Result<ScanCounts> {
+    scan_map(&Mapped::new(file, name)?, mode, sink)
+}
+
+/// [`scan_file`] of a file already mapped; detail prints come with their offset in the map
+/// ([`super::lines::PreRead::Detail`]), so that they can be read again from it.
+pub fn scan_map(
+    map: &Mapped,
+    mode: Mode,
     mut sink: impl FnMut(Item<'_>),
 ) -> io::Result<ScanCounts> {
-    let map = Mapped::new(file, name)?;
     let bytes = map.bytes();
     let chunks = bytes.len().div_ceil(CHUNK);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut counts = ScanCounts::default();
+    // Folded chunks' buffers, for the next chunks: fresh ones would cost the kernel a page
+    // clear per page of hits.
+    let spare = std::sync::Mutex::new(Vec::<Found>::new());
+    let take = || spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
     many::ordered(
         chunks,
         workers,
         2,
-        |k| scan_chunk(&map, k, mode),
+        |k| scan_chunk(map, k, mode, take().unwrap_or_default()),
         |k, (region, found): (std::ops::Range<usize>, Found)| -> io::Result<()> {
-            found.finish(&bytes[region], &mut counts, &mut sink);
+            let base = region.start;
+            found.finish(&bytes[region], Some(base), &mut counts, &mut sink);
+            spare.lock().unwrap_or_else(|e| e.into_inner()).push(found);
             // The chunk before is done with: chunk `k`, folded, has read its last byte, and no
             // later chunk reads it. Its pages need not stay resident. (Releasing chunk `k`
             // itself now would let chunk `k + 1` map its last pages again, for good.)
@@ -69,7 +84,12 @@ pub fn scan_file(
 /// and when it is longer than [`LINE_CAP`] only its first `LINE_CAP` bytes are scanned, the
 /// rest counted, and the pages walked past them released at once, so that one huge line does
 /// not keep itself resident.
-fn scan_chunk(map: &Mapped, k: usize, mode: Mode) -> (std::ops::Range<usize>, Found) {
+fn scan_chunk(
+    map: &Mapped,
+    k: usize,
+    mode: Mode,
+    mut found: Found,
+) -> (std::ops::Range<usize>, Found) {
     let bytes = map.bytes();
     let len = bytes.len();
     let chunk_start = k * CHUNK;
@@ -82,7 +102,6 @@ fn scan_chunk(map: &Mapped, k: usize, mode: Mode) -> (std::ops::Range<usize>, Fo
             .map_or(chunk_end, |p| chunk_start + p)
     };
     let finders = NEEDLES.map(memmem::Finder::new);
-    let mut found = Found::default();
     if begin >= chunk_end || bytes[chunk_end - 1] == b'\n' {
         let end = chunk_end.max(begin);
         found.scan(&bytes[begin..end], end == len, &finders, mode);

@@ -42,6 +42,8 @@ use std::thread;
 
 use memchr::memmem;
 
+use super::parse::{self, Event, PipelinePoint, Print};
+use super::passes;
 use super::step_and_oom::{self, StepRun};
 
 /// The tag that starts every memory print.
@@ -54,6 +56,8 @@ pub const OOM_NEEDLE: &[u8] = b"CUDA out of memory";
 pub const NEEDLES: [&[u8]; 3] = [RANK_TAG, STEP_NEEDLE, OOM_NEEDLE];
 /// The bit of [`STEP_NEEDLE`] in a [`Needles`] set.
 const STEP_BIT: Needles = 1 << 1;
+/// The bit of [`RANK_TAG`] in a [`Needles`] set.
+const RANK_BIT: Needles = 1;
 
 /// The most bytes of one line that are kept; the rest of a longer line is counted and skipped.
 pub const LINE_CAP: usize = 64 * 1024;
@@ -76,14 +80,28 @@ pub enum Item<'a> {
     Line(&'a [u8], Needles),
     /// Consecutive step lines, folded ([`Mode::FoldSteps`] only).
     Steps(&'a StepRun),
+    /// A line that is one memory print and nothing else of note, read on the scanning thread
+    /// ([`Mode::FoldSteps`] only; see [`pre_read`]).
+    Print(PreRead<'a>),
 }
 
-/// Whether step lines reach the sink as lines or folded.
+/// What the scanning thread read of a print line ([`pre_read`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PreRead<'a> {
+    /// A detail print of `rank` ([`passes::detail_rank`]), from its tag to the line's end,
+    /// and its offset in the file when the file is mapped ([`super::chunked::scan_map`]).
+    Detail(u32, &'a [u8], Option<usize>),
+    /// A pipeline print, parsed.
+    Pipeline(u32, u32, PipelinePoint),
+}
+
+/// Whether step lines and prints reach the sink as lines or read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Every line holding a needle is an [`Item::Line`].
     EveryLine,
-    /// Step lines the scanner can read itself come as [`Item::Steps`].
+    /// Step lines the scanner can read itself come as [`Item::Steps`], and plain print lines
+    /// as [`Item::Print`].
     FoldSteps,
 }
 
@@ -298,6 +316,10 @@ pub(super) struct Found {
     /// The region's lines, long lines and cut bytes.
     pub(super) counts: ScanCounts,
     hits: Vec<Hit>,
+    /// The step runs of [`Hit::Steps`] and the points of [`Hit::Pipeline`], kept beside the
+    /// hits so that a hit stays small.
+    steps: Vec<StepRun>,
+    points: Vec<PipelinePoint>,
 }
 
 /// What [`Found::scan`] found, in file order.
@@ -309,8 +331,12 @@ pub(super) enum Hit {
         end: usize,
         found: Needles,
     },
-    /// Consecutive step lines.
-    Steps(StepRun),
+    /// Consecutive step lines: `steps[k]`.
+    Steps(usize),
+    /// A detail print: `region[start..end]`.
+    Detail { rank: u32, start: usize, end: usize },
+    /// A pipeline print, parsed: `points[k]`.
+    Pipeline { rank: u32, pp: u32, k: usize },
 }
 
 impl Batch {
@@ -327,7 +353,7 @@ impl Batch {
     /// Hands what the scan found to `sink`, in file order, and adds the counts.
     fn finish(&self, counts: &mut ScanCounts, sink: &mut impl FnMut(Item<'_>)) {
         self.found
-            .finish(&self.buf[self.begin..self.len], counts, sink);
+            .finish(&self.buf[self.begin..self.len], None, counts, sink);
     }
 
     /// Scans `buf[begin..len]` ([`Found::scan`]).
@@ -338,10 +364,12 @@ impl Batch {
 }
 
 impl Found {
-    /// Hands the hits to `sink` in order (`region` is the one scanned), and adds the counts.
+    /// Hands the hits to `sink` in order (`region` is the one scanned, at `base` in a mapped
+    /// file), and adds the counts.
     pub(super) fn finish(
         &self,
         region: &[u8],
+        base: Option<usize>,
         counts: &mut ScanCounts,
         sink: &mut impl FnMut(Item<'_>),
     ) {
@@ -349,7 +377,18 @@ impl Found {
         for hit in &self.hits {
             match hit {
                 Hit::Line { start, end, found } => sink(Item::Line(&region[*start..*end], *found)),
-                Hit::Steps(run) => sink(Item::Steps(run)),
+                Hit::Steps(k) => sink(Item::Steps(&self.steps[*k])),
+                Hit::Detail { rank, start, end } => {
+                    let at = base.map(|b| b + start);
+                    sink(Item::Print(PreRead::Detail(
+                        *rank,
+                        &region[*start..*end],
+                        at,
+                    )))
+                }
+                Hit::Pipeline { rank, pp, k } => {
+                    sink(Item::Print(PreRead::Pipeline(*rank, *pp, self.points[*k])))
+                }
             }
         }
     }
@@ -371,7 +410,10 @@ impl Found {
         }
         self.counts = counts;
         let hits = &mut self.hits;
+        let (steps, points) = (&mut self.steps, &mut self.points);
         hits.clear();
+        steps.clear();
+        points.clear();
         scan_region(region, finders, |start, mut end, mut found| {
             if end - start > LINE_CAP {
                 end = start + LINE_CAP;
@@ -385,19 +427,90 @@ impl Found {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
                 if line.is_ascii() && memchr::memchr(0x1b, line).is_none() {
                     if let Some(step) = step_and_oom::parse_step_ascii(line) {
-                        match hits.last_mut() {
-                            Some(Hit::Steps(run)) => {
-                                run.add(step.step, step.max_steps, step.peak_gpu_memory)
+                        match hits.last() {
+                            Some(Hit::Steps(_)) => steps.last_mut().expect("its run").add(
+                                step.step,
+                                step.max_steps,
+                                step.peak_gpu_memory,
+                            ),
+                            _ => {
+                                hits.push(Hit::Steps(steps.len()));
+                                steps.push(StepRun::new(step.line()));
                             }
-                            _ => hits.push(Hit::Steps(StepRun::new(step.line()))),
                         }
                     }
                     return;
                 }
             }
+            if mode == Mode::FoldSteps && found == RANK_BIT {
+                match pre_read(&region[start..end]) {
+                    Some(PreRead::Detail(rank, print, _)) => {
+                        let at = print.as_ptr() as usize - region.as_ptr() as usize;
+                        hits.push(Hit::Detail {
+                            rank,
+                            start: at,
+                            end: at + print.len(),
+                        });
+                        return;
+                    }
+                    Some(PreRead::Pipeline(rank, pp, point)) => {
+                        hits.push(Hit::Pipeline {
+                            rank,
+                            pp,
+                            k: points.len(),
+                        });
+                        points.push(point);
+                        return;
+                    }
+                    None => {}
+                }
+            }
             hits.push(Hit::Line { start, end, found });
         });
     }
+}
+
+/// Reads a line that holds the rank tag and no other needle when it is one plain print: no
+/// escape byte, one tag, and a detail print or a pipeline print that parses. Such a line is
+/// what [`clean`] and [`split_prints`] would make one print of; any other comes back `None`,
+/// to go to the sink as a line.
+pub fn pre_read(line: &[u8]) -> Option<PreRead<'_>> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    // Most print lines start with the tag.
+    let at = if line.starts_with(RANK_TAG) {
+        0
+    } else {
+        rank_finder().find(line)?
+    };
+    let print = &line[at..];
+    // One pass for an escape byte or a second tag.
+    if memchr::memchr(0x1b, &line[..at]).is_some()
+        || memchr::memchr2_iter(b'[', 0x1b, &print[1..])
+            .any(|p| print[1 + p] == 0x1b || print[1 + p..].starts_with(RANK_TAG))
+    {
+        return None;
+    }
+    if let Some(rank) = passes::detail_rank(print) {
+        return Some(PreRead::Detail(rank, print, None));
+    }
+    if print.get(RANK_TAG.len()..).is_some_and(|rest| {
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        rest[digits..].starts_with(b" pp=")
+    }) && let Some(Print {
+        rank,
+        event: Event::Pipeline { pp, point },
+    }) = parse::parse_print(print)
+    {
+        return Some(PreRead::Pipeline(rank, pp, point));
+    }
+    None
+}
+
+/// The finder of [`RANK_TAG`], built once.
+fn rank_finder() -> &'static memmem::Finder<'static> {
+    static FINDER: std::sync::LazyLock<memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memmem::Finder::new(RANK_TAG));
+    &FINDER
 }
 
 /// The needles `raw` (one physical line, as read) holds: what the scanner finds in it, so a
@@ -532,9 +645,7 @@ fn scan_region_memmem(
 /// Splits a line into memory prints, each starting with `[rank=` and running to the next tag
 /// or the end of the line. Text before the first tag is not part of any print.
 pub fn split_prints(line: &[u8]) -> impl Iterator<Item = &[u8]> {
-    static FINDER: std::sync::LazyLock<memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memmem::Finder::new(RANK_TAG));
-    let finder: &memmem::Finder<'static> = &FINDER;
+    let finder = rank_finder();
     let mut rest = finder.find(line).map(|p| &line[p..]);
     std::iter::from_fn(move || {
         let current = rest?;
@@ -590,7 +701,7 @@ mod tests {
     fn scan_lines<R: Read>(reader: R, mut sink: impl FnMut(&[u8], Needles)) -> io::Result<u64> {
         let counts = scan(reader, Mode::EveryLine, |item| match item {
             Item::Line(line, found) => sink(line, found),
-            Item::Steps(_) => panic!("no step folding asked for"),
+            Item::Steps(_) | Item::Print(_) => panic!("no step folding asked for"),
         })?;
         Ok(counts.lines)
     }

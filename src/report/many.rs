@@ -18,7 +18,8 @@ use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, mpsc};
 
 use super::inputs;
-use super::lines::{self, Item, Needles, ScanCounts};
+use super::lines::{self, Item, Needles, PreRead, ScanCounts};
+use super::parse::PipelinePoint;
 use super::step_and_oom::StepRun;
 
 /// How many files per worker may be scanned ahead of the one being folded.
@@ -43,6 +44,16 @@ enum Kept {
         found: Needles,
     },
     Steps(StepRun),
+    Detail {
+        rank: u32,
+        start: usize,
+        end: usize,
+    },
+    Pipeline {
+        rank: u32,
+        pp: u32,
+        point: PipelinePoint,
+    },
 }
 
 impl Collected {
@@ -58,6 +69,18 @@ impl Collected {
                 });
             }
             Item::Steps(run) => self.items.push(Kept::Steps(*run)),
+            Item::Print(PreRead::Detail(rank, print, _)) => {
+                let start = self.text.len();
+                self.text.extend_from_slice(print);
+                self.items.push(Kept::Detail {
+                    rank,
+                    start,
+                    end: self.text.len(),
+                });
+            }
+            Item::Print(PreRead::Pipeline(rank, pp, point)) => {
+                self.items.push(Kept::Pipeline { rank, pp, point })
+            }
         }
     }
 
@@ -69,6 +92,14 @@ impl Collected {
                     sink(Item::Line(&self.text[*start..*end], *found))
                 }
                 Kept::Steps(run) => sink(Item::Steps(run)),
+                Kept::Detail { rank, start, end } => sink(Item::Print(PreRead::Detail(
+                    *rank,
+                    &self.text[*start..*end],
+                    None,
+                ))),
+                Kept::Pipeline { rank, pp, point } => {
+                    sink(Item::Print(PreRead::Pipeline(*rank, *pp, *point)))
+                }
             }
         }
     }

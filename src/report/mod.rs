@@ -20,6 +20,8 @@ pub mod lines;
 pub mod many;
 pub mod mapped;
 pub mod parse;
+pub mod passes;
+pub mod rank_map;
 pub mod render;
 pub mod runs;
 pub mod saved;
@@ -109,10 +111,12 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         let scan = |builder: &mut ReportBuilder| -> Result<bool, ReportError> {
             if let Some(plain) = inputs::big_plain_file(file).map_err(read_err)? {
                 let name = file.display().to_string();
-                let counts = chunked::scan_file(&plain, &name, lines::Mode::FoldSteps, |item| {
-                    builder.item(item)
-                })
-                .map_err(read_err)?;
+                let map =
+                    std::sync::Arc::new(mapped::Mapped::new(&plain, &name).map_err(read_err)?);
+                builder.begin_mapped(0, std::sync::Arc::clone(&map));
+                let counts =
+                    chunked::scan_map(&map, lines::Mode::FoldSteps, |item| builder.item(item))
+                        .map_err(read_err)?;
                 builder.count_scan(counts);
                 return Ok(true);
             }

@@ -538,17 +538,23 @@ pub fn decimal(s: &[u8]) -> Option<(Decimal, &[u8])> {
 }
 
 /// Parses an unsigned integer from the start of `s`.
-fn uint(s: &[u8]) -> Option<(u64, &[u8])> {
+/// Parses `\d{1,19}` from the start of `s` (19 digits always fit a `u64`).
+pub(super) fn uint(s: &[u8]) -> Option<(u64, &[u8])> {
     let n = s.iter().take_while(|b| b.is_ascii_digit()).count();
     if n == 0 || n > 19 {
         return None;
     }
-    let v = str::from_utf8(&s[..n]).ok()?.parse().ok()?;
+    let v = s[..n]
+        .iter()
+        .fold(0u64, |v, &d| v * 10 + u64::from(d - b'0'));
     Some((v, &s[n..]))
 }
 
+/// The whitespace a print's end may carry and parsing ignores.
+pub(super) const TRAILING: [char; 4] = [' ', '\t', '\r', '\n'];
+
 fn trim_end(s: &str) -> &str {
-    s.trim_end_matches([' ', '\t', '\r', '\n'])
+    s.trim_end_matches(TRAILING)
 }
 
 #[cfg(test)]

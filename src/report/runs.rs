@@ -44,6 +44,13 @@ impl RankProgress {
         }
     }
 
+    /// [`Self::record`] for a detail print, which is not read as it comes (and is never a setup
+    /// print).
+    pub fn record_detail(&mut self) {
+        self.printed = true;
+        self.past_setup = true;
+    }
+
     /// Notes that this rank printed `event`.
     pub fn record(&mut self, event: &Event<'_>) {
         self.printed = true;

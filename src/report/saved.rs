@@ -153,6 +153,7 @@ mod tests {
 
     fn group(tensors: Vec<SavedTensor>) -> SavedGroup {
         SavedGroup {
+            pass: 0,
             layer: Some(2),
             stage: "stage1".to_owned(),
             activations: 0,

@@ -14,8 +14,9 @@ use serde::ser::SerializeStruct;
 use super::estimate::EstimateSection;
 use super::parse::PipelineKind;
 
-/// Bumped whenever the JSON changes incompatibly (2: one entry per run under `runs`).
-pub const SCHEMA_VERSION: u32 = 2;
+/// Bumped whenever the JSON changes incompatibly (2: one entry per run under `runs`; 3: a
+/// rank's detail holds the passes kept in detail, every pass is summarised under `passes`).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// A whole report: what was read, and per run what it did and where the memory went.
 #[derive(Debug, Clone, Serialize)]
@@ -73,6 +74,10 @@ pub struct RunStats {
     pub unparsed_memory_lines: u64,
     /// The first few unparsed prints, cut to 200 characters.
     pub unparsed_examples: Vec<String>,
+    /// Detail prints of passes not kept in detail (see [`PassSummary`]): counted, not read;
+    /// absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub detail_prints_not_read: u64,
 }
 
 /// Counts over everything read, whatever `--rank` says.
@@ -84,8 +89,13 @@ pub struct Stats {
     pub memory_lines: u64,
     /// Tagged prints that matched no known format (garbage, cut-off).
     pub unparsed_memory_lines: u64,
-    /// The first few unparsed prints, cut to 200 characters.
+    /// The first few unparsed prints, cut to 200 characters (detail prints in the order
+    /// their passes were read).
     pub unparsed_examples: Vec<String>,
+    /// Detail prints of passes not kept in detail, and of ranks left out by `--rank`: counted,
+    /// not read; absent when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub detail_prints_not_read: u64,
     /// Lines longer than the 64 KiB kept of a line ([`super::lines::LINE_CAP`]); absent when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub long_lines: u64,
@@ -209,7 +219,11 @@ pub struct RankReport {
     pub setup: Vec<SetupEntry>,
     /// The checkpoint load, when the run resumed from one.
     pub checkpoint: Option<Checkpoint>,
-    /// One entry per `[rank=R pp=P]` print.
+    /// Every pipeline pass of this rank (one per profiled step), in one line each.
+    pub passes: Vec<PassSummary>,
+    /// One entry per `[rank=R pp=P]` print of the passes kept in detail, in log order: the
+    /// first, the one with the highest peak and the last (one pass when one step was
+    /// profiled).
     pub pipeline: Vec<PipelineEntry>,
     /// The highest pipeline entry.
     pub peak: Option<Peak>,
@@ -275,9 +289,38 @@ pub struct Checkpoint {
     pub non_pytorch: i64,
 }
 
+/// One pipeline pass of a rank: its prints from one `Before pipeline` to the next (see
+/// [`super::passes`]). `None` where the pass printed no such figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct PassSummary {
+    /// The pass's number, from 0.
+    pub pass: u32,
+    /// Its prints are in the rank's `pipeline`, `layers`, `experts` and `saved_tensors`; the
+    /// detail prints of a pass that is not were counted, not read.
+    pub detail: bool,
+    /// Its pipeline prints.
+    pub pipeline_prints: u64,
+    /// Its detail prints (probes, saved tensors).
+    pub detail_prints: u64,
+    /// Allocated at its `Before pipeline`.
+    pub before_pipeline: Option<i64>,
+    /// Its highest pipeline print (the first of equal maxima).
+    pub peak_label: Option<String>,
+    /// That print's allocated.
+    pub peak_allocated: Option<i64>,
+    /// That print's cached.
+    pub peak_cached: Option<i64>,
+    /// That print's non-PyTorch memory.
+    pub peak_non_pytorch: Option<i64>,
+    /// Allocated at its last pipeline print.
+    pub end_allocated: Option<i64>,
+}
+
 /// One `[rank=R pp=P]` print. Serialises with a derived `label` and `step`.
 #[derive(Debug, Clone)]
 pub struct PipelineEntry {
+    /// The pipeline pass it belongs to ([`PassSummary::pass`]).
+    pub pass: u32,
     /// Where in DualPipeV's schedule the print sits.
     pub kind: PipelineKind,
     /// The loop index `i=I`, for prints inside a loop.
@@ -323,7 +366,8 @@ impl PipelineEntry {
 
 impl Serialize for PipelineEntry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("PipelineEntry", 10)?;
+        let mut st = s.serialize_struct("PipelineEntry", 11)?;
+        st.serialize_field("pass", &self.pass)?;
         st.serialize_field("kind", &self.kind)?;
         st.serialize_field("step", &self.kind.step())?;
         st.serialize_field("label", &self.label())?;
@@ -396,6 +440,8 @@ pub struct Breakdown {
 /// One detail-layer probe (`_lmem`) other than the experts internals.
 #[derive(Debug, Clone, Serialize)]
 pub struct LayerProbe {
+    /// The pipeline pass it belongs to.
+    pub pass: u32,
     /// Pipeline prints of this rank before this probe: the probe ran during the schedule
     /// operation that ends at `pipeline[pipeline_position]`.
     pub pipeline_position: usize,
@@ -420,6 +466,8 @@ pub struct LayerProbe {
 /// One experts-internals probe (`experts: …`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ExpertProbe {
+    /// The pipeline pass it belongs to.
+    pub pass: u32,
     /// As [`LayerProbe::pipeline_position`].
     pub pipeline_position: usize,
     /// `input`, `after gate_proj`, `after clamped_swiglu`, …
@@ -437,6 +485,8 @@ pub struct ExpertProbe {
 /// The tensors one layer stage saved for backward.
 #[derive(Debug, Clone, Serialize)]
 pub struct SavedGroup {
+    /// The pipeline pass it belongs to.
+    pub pass: u32,
     /// `N` of `layerN` in the header.
     pub layer: Option<u32>,
     /// The stage named in the header (`stage1`, …).

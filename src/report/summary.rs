@@ -5,8 +5,8 @@
 //! - The peak of a rank is its highest pipeline print by allocated memory; of equal maxima the
 //!   first, the moment the peak was reached. Ranks without pipeline prints have none.
 //! - The breakdown at the peak splits the device total into parts that add up to it: what was
-//!   allocated at `Before pipeline` (the first pipeline print when that one is missing) is
-//!   static, split into the weights (allocated at the last setup print that printed it, capped
+//!   allocated at `Before pipeline` (of the peak's pass, when several were profiled; the first
+//!   pipeline print when there is none) is static, split into the weights (allocated at the last setup print that printed it, capped
 //!   at the static total), the optimizer state of a checkpoint load (capped at what is left) and
 //!   the rest; a part no print measured is `None`, and its bytes stay in the rest. The
 //!   activations in flight are the peak minus the static part; cached and non-PyTorch memory
@@ -46,10 +46,16 @@ pub fn peak(pipeline: &[PipelineEntry]) -> Option<Peak> {
 /// `None` without a peak.
 pub fn breakdown(rank: &RankReport) -> Option<Breakdown> {
     let peak = rank.peak.as_ref()?;
+    // The peak's own pass: with several passes the static part is the one that pass began
+    // with (an optimizer's state appears after the first step).
     let before = rank
         .pipeline
-        .iter()
-        .find(|e| e.kind == PipelineKind::BeforePipeline)
+        .get(..=peak.index)
+        .and_then(|upto| {
+            upto.iter()
+                .rev()
+                .find(|e| e.kind == PipelineKind::BeforePipeline)
+        })
         .or_else(|| rank.pipeline.first())?;
     let static_alloc = before.allocated.max(0);
     let weights = rank

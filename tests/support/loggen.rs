@@ -49,6 +49,8 @@ pub struct LogConfig {
     pub seed: u64,
     /// Stop after the first training step that brings the log past this size.
     pub max_bytes: Option<u64>,
+    /// Layer probes and saved tensors in every profiled step, not only the first.
+    pub detail_every_step: bool,
 }
 
 impl Default for LogConfig {
@@ -72,6 +74,7 @@ impl Default for LogConfig {
             noise: 1,
             seed: 1,
             max_bytes: None,
+            detail_every_step: false,
         }
     }
 }
@@ -336,7 +339,7 @@ fn pipeline_lines(
     let s4 = (cfg.num_chunks + pp + 1).saturating_sub(cfg.pp * 2);
     let layer = 5 + pp;
     for i in 0..s1 {
-        if i == 1 && first {
+        if i == 1 && (first || cfg.detail_every_step) {
             layer_lines(rank, layer, out, mem, pp == 0);
         }
         mem.alloc += act;
@@ -351,7 +354,7 @@ fn pipeline_lines(
             mem,
             Some(plus(mem)),
         );
-        if i == 0 && first {
+        if i == 0 && (first || cfg.detail_every_step) {
             layer_lines(rank, 40 - layer, out, mem, false);
         }
         mem.alloc += act;

@@ -126,6 +126,13 @@ pub fn build(report: &Report) -> Vec<Block> {
             ),
         });
     }
+    if s.detail_prints_not_read > 0 {
+        out.push(Block::Text(format!(
+            "{} (layer probes, saved tensors) of steps not shown in detail, or of ranks left \
+             out, were counted, not read.",
+            plural(s.detail_prints_not_read, "detail print", "detail prints")
+        )));
+    }
     for skipped in &report.skipped {
         out.push(Block::Text(format!(
             "Skipped {}: {}.",
@@ -335,6 +342,7 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
     if let Some(summary) = peak_summary(r) {
         out.push(Block::Text(summary));
     }
+    passes_section(r, out);
     if !r.setup.is_empty() {
         let mut t = Table::new(&[
             ("phase", false),
@@ -399,10 +407,15 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             ("", false),
         ]);
         let peak = r.peak.as_ref().map(|p| p.index);
+        let several = r.passes.len() > 1;
         for (n, e) in r.pipeline.iter().enumerate() {
             t.rows.push(vec![
                 n.to_string(),
-                e.label(),
+                if several {
+                    format!("pass {}: {}", e.pass, e.label())
+                } else {
+                    e.label()
+                },
                 gib(e.allocated),
                 or_na(e.change, signed_gib),
                 or_na(e.delta, signed_gib),
@@ -586,6 +599,78 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
 }
 
 /// One sentence: the peak and what it is made of.
+/// Passes listed one per row; a rank with more says only how they went.
+const PASS_ROWS: usize = 16;
+
+/// A rank that printed several pipeline passes (memory profiling left on past the first step):
+/// how their peaks went, which are shown in detail, and a row per pass when they are few.
+fn passes_section(r: &RankReport, out: &mut Vec<Block>) {
+    if r.passes.len() < 2 {
+        return;
+    }
+    let peaks: Vec<(u32, i64)> = r
+        .passes
+        .iter()
+        .filter_map(|p| Some((p.pass, p.peak_allocated?)))
+        .collect();
+    let lowest = peaks.iter().map(|&(_, a)| a).min();
+    // The first of equal maxima.
+    let highest = peaks.iter().rev().max_by_key(|&&(_, a)| a);
+    let detail: Vec<String> = r
+        .passes
+        .iter()
+        .filter(|p| p.detail)
+        .map(|p| p.pass.to_string())
+        .collect();
+    let mut text = format!("{} pipeline passes (one per profiled step)", r.passes.len());
+    if let (Some(lo), Some(&(at, hi))) = (lowest, highest) {
+        text += &format!(
+            ": peaks from {} to {} GiB, the highest in pass {at}",
+            gib(lo),
+            gib(hi)
+        );
+    }
+    text += &format!(
+        ". Shown in detail: {} {} (the first, the highest and the last); the other passes' \
+         probes and saved tensors were counted, not read.",
+        if detail.len() == 1 { "pass" } else { "passes" },
+        detail.join(", ")
+    );
+    out.push(Block::Heading {
+        level: 3,
+        text: "Passes".to_owned(),
+    });
+    out.push(Block::Text(text));
+    if r.passes.len() > PASS_ROWS {
+        return;
+    }
+    let mut t = Table::new(&[
+        ("pass", true),
+        ("Before pipeline", true),
+        ("peak", true),
+        ("at", false),
+        ("cached", true),
+        (OUTSIDE, true),
+        ("end", true),
+        ("", false),
+    ]);
+    for p in &r.passes {
+        t.rows.push(vec![
+            p.pass.to_string(),
+            or_na(p.before_pipeline, gib),
+            or_na(p.peak_allocated, gib),
+            p.peak_label
+                .clone()
+                .unwrap_or_else(|| NOT_APPLICABLE.to_owned()),
+            or_na(p.peak_cached, gib),
+            or_na(p.peak_non_pytorch, gib),
+            or_na(p.end_allocated, gib),
+            if p.detail { "detail" } else { "" }.to_owned(),
+        ]);
+    }
+    out.push(Block::Table(t));
+}
+
 fn peak_summary(r: &RankReport) -> Option<String> {
     let (p, b) = (r.peak.as_ref()?, r.breakdown.as_ref()?);
     let held_before = b.weights.unwrap_or(0) + b.optimizer_state.unwrap_or(0) + b.other_static;
