@@ -44,7 +44,8 @@ pub struct ReportArgs {
     #[arg(long = "rank", value_name = "N")]
     pub ranks: Vec<u32>,
 
-    /// Output format. `json` follows schema/report.schema.json; `html` is one self-contained file.
+    /// Output format. `json` follows schema/report.schema.json (indented at a terminal, one
+    /// line into a file or a pipe); `html` is one self-contained file.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 
@@ -215,9 +216,12 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         }
     };
+    // Indented JSON for a person at a terminal; one line for a file or a pipe (`jq .`
+    // indents it).
+    let pretty = args.out.is_none() && out.stdout_is_terminal();
     let write = |sink: &mut dyn Write| -> std::io::Result<()> {
         if args.format == Format::Json {
-            write_json(&report, sink)
+            write_json(&report, pretty, sink)
         } else {
             sink.write_all(render(&report, args.format, color).as_bytes())?;
             sink.flush()

@@ -37,8 +37,9 @@ const EXAMPLE_CHARS: usize = 200;
 /// One rank's report while it is being folded, and what the next print is compared with.
 #[derive(Default)]
 struct RankState {
-    /// Setup, checkpoint, snapshots and counts; the passes' detail goes in at the end.
-    report: RankReport,
+    /// Setup, checkpoint, snapshots and counts; the passes' detail goes in at the end. Boxed,
+    /// as the kept passes are: what every print touches then fits a few cache lines per rank.
+    report: Box<RankReport>,
     /// Its pipeline passes ([`passes`]).
     passes: Passes,
     /// Allocated at the latest pipeline print.
@@ -49,10 +50,18 @@ struct RankState {
     seq: u64,
     /// The latest print other than a detail print that names a memory figure, and its `seq`.
     last_point: Option<(u64, LastPoint)>,
-    /// Detail prints of passes just read that matched no format, to be counted.
+    /// Detail prints of passes just read that matched no format, until [`Self::settle`]
+    /// counts them.
     unparsed: Vec<Vec<u8>>,
+    /// Detail prints read that matched no format, and the first few of them: they are counted
+    /// in the stats when the report is made, rank by rank, so that the order in which the ranks'
+    /// passes were read does not show.
+    unparsed_detail: u64,
+    unparsed_detail_examples: Vec<Vec<u8>>,
     /// Detail prints of passes not kept, once the passes are closed.
     not_read: u64,
+    /// The run's progress of this rank has seen a detail print.
+    detail_recorded: bool,
     /// The input the rank's prints are being read from.
     source: usize,
 }
@@ -160,6 +169,7 @@ impl ReportBuilder {
                     event: Event::Pipeline { pp, point },
                 });
             }
+            Item::Group(group) => self.group(group),
         }
     }
 
@@ -261,18 +271,62 @@ impl ReportBuilder {
         let run = self.run();
         run.stats.memory_lines += 1;
         run.progress.get_or_default(rank).record(&parsed.event);
-        let unparsed = wanted && {
+        if wanted {
             let state = run.rank(rank);
             state.source = source;
             state.report.memory_lines += 1;
             state.seq += 1;
             state.event(parsed.event, map.as_deref());
-            !state.unparsed.is_empty()
-        };
-        self.map = map;
-        if unparsed {
-            self.count_unparsed_detail(rank);
+            state.settle();
         }
+        self.map = map;
+    }
+
+    /// The prints of one rank of a chunk that holds only detail and pipeline prints
+    /// ([`lines::RankGroup`]), folded as feeding them one by one would: ranks do not depend on
+    /// each other's prints, so a chunk's prints may be taken rank by rank.
+    fn group(&mut self, group: lines::RankGroup<'_>) {
+        let n = group.len() as u64;
+        let rank = group.rank();
+        self.stats.memory_lines += n;
+        let wanted = self.wanted(rank);
+        let source = self.source;
+        let map = self.map.take();
+        let run = self.run();
+        run.stats.memory_lines += n;
+        // A detail or pipeline print sets a rank's progress the same way, once.
+        if !wanted {
+            run.progress.get_or_default(rank).record_detail();
+            let details = group
+                .prints()
+                .filter(|p| matches!(p, PreRead::Detail(..)))
+                .count() as u64;
+            run.stats.detail_prints_not_read += details;
+            self.stats.detail_prints_not_read += details;
+            self.map = map;
+            return;
+        }
+        let state = run.ranks.get_or_insert_with(rank, || RankState::new(rank));
+        if !state.detail_recorded {
+            run.progress.get_or_default(rank).record_detail();
+            state.detail_recorded = true;
+        }
+        state.source = source;
+        state.report.memory_lines += n;
+        for print in group.prints() {
+            state.seq += 1;
+            match print {
+                PreRead::Detail(_, bytes, at) => {
+                    let at = at.filter(|_| map.is_some());
+                    state.passes.defer(bytes, at, state.seq);
+                }
+                PreRead::Pipeline(_, pp, point) => {
+                    state.event(Event::Pipeline { pp, point }, map.as_deref());
+                }
+            }
+        }
+        state.settle();
+        self.map = map;
     }
 
     /// A detail print ([`passes::detail_rank`]): kept raw in its rank's open pass.
@@ -281,33 +335,24 @@ impl ReportBuilder {
         let source = self.source;
         let run = self.run();
         run.stats.memory_lines += 1;
-        run.progress.get_or_default(rank).record_detail();
         if !wanted {
+            run.progress.get_or_default(rank).record_detail();
             run.stats.detail_prints_not_read += 1;
             self.stats.detail_prints_not_read += 1;
             return;
         }
-        let state = run.rank(rank);
+        let state = run.ranks.get_or_insert_with(rank, || RankState::new(rank));
+        // Recording a detail print changes a rank's progress once; after that the look-up is
+        // skipped (it runs on every print).
+        if !state.detail_recorded {
+            run.progress.get_or_default(rank).record_detail();
+            state.detail_recorded = true;
+        }
         state.source = source;
         state.report.memory_lines += 1;
         state.seq += 1;
         let seq = state.seq;
         state.passes.defer(print, mapped_at, seq);
-    }
-
-    /// Counts the detail prints of `rank` (current run) that its passes just read and found
-    /// unparsed.
-    fn count_unparsed_detail(&mut self, rank: u32) {
-        let Some(run) = self.runs.last_mut() else {
-            return;
-        };
-        let Some(state) = run.ranks.get_mut(rank) else {
-            return;
-        };
-        for print in state.unparsed.drain(..) {
-            count_unparsed(&mut self.stats, &mut run.stats, &print);
-            state.report.unparsed_memory_lines += 1;
-        }
     }
 
     fn unparsed(&mut self, print: &[u8]) {
@@ -366,10 +411,14 @@ impl ReportBuilder {
         for run in &mut self.runs {
             for state in run.ranks.values_mut() {
                 state.close(map.as_deref());
-                for print in state.unparsed.drain(..) {
-                    count_unparsed(&mut self.stats, &mut run.stats, &print);
-                    state.report.unparsed_memory_lines += 1;
+                state.settle();
+                for print in &state.unparsed_detail_examples {
+                    count_unparsed(&mut self.stats, &mut run.stats, print);
                 }
+                let rest = state.unparsed_detail - state.unparsed_detail_examples.len() as u64;
+                self.stats.unparsed_memory_lines += rest;
+                run.stats.unparsed_memory_lines += rest;
+                state.report.unparsed_memory_lines += state.unparsed_detail;
             }
             let not_read: u64 = run.ranks.values().map(|s| s.not_read).sum();
             run.stats.detail_prints_not_read += not_read;
@@ -395,17 +444,11 @@ impl ReportBuilder {
 
 impl RunState {
     fn rank(&mut self, rank: u32) -> &mut RankState {
-        self.ranks.get_or_insert_with(rank, || RankState {
-            report: RankReport {
-                rank,
-                ..RankReport::default()
-            },
-            ..RankState::default()
-        })
+        self.ranks.get_or_insert_with(rank, || RankState::new(rank))
     }
 
     fn finish(self, name: String, inputs: &[String]) -> Run {
-        let mut ranks: Vec<RankReport> = self.ranks.into_values().map(|s| s.report).collect();
+        let mut ranks: Vec<RankReport> = self.ranks.into_values().map(|s| *s.report).collect();
         for rank in &mut ranks {
             rank.peak = summary::peak(&rank.pipeline);
             rank.breakdown = summary::breakdown(rank);
@@ -432,6 +475,16 @@ impl RunState {
 }
 
 impl RankState {
+    fn new(rank: u32) -> Self {
+        RankState {
+            report: Box::new(RankReport {
+                rank,
+                ..RankReport::default()
+            }),
+            ..RankState::default()
+        }
+    }
+
     fn event(&mut self, event: Event<'_>, map: Option<&Mapped>) {
         let seq = self.seq;
         let r = &mut self.report;
@@ -547,6 +600,16 @@ impl RankState {
             },
         ));
         self.passes.pipeline(entry, &mut self.unparsed, map);
+    }
+
+    /// Counts the detail prints just found unparsed, keeping the first few.
+    fn settle(&mut self) {
+        for print in self.unparsed.drain(..) {
+            self.unparsed_detail += 1;
+            if self.unparsed_detail_examples.len() < UNPARSED_EXAMPLES {
+                self.unparsed_detail_examples.push(print);
+            }
+        }
     }
 
     /// Ends the rank's passes and puts the kept ones into its report.

@@ -94,6 +94,7 @@ fn scan_chunk(
     let len = bytes.len();
     let chunk_start = k * CHUNK;
     let chunk_end = (chunk_start + CHUNK).min(len);
+    map.populate(chunk_start..chunk_end);
     // A line starts at the chunk's first byte when the byte before it ends a line.
     let begin = if k == 0 {
         0

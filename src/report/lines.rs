@@ -83,6 +83,54 @@ pub enum Item<'a> {
     /// A line that is one memory print and nothing else of note, read on the scanning thread
     /// ([`Mode::FoldSteps`] only; see [`pre_read`]).
     Print(PreRead<'a>),
+    /// The prints of one rank in a chunk whose every hit is an [`Item::Print`], in file order
+    /// (see [`RankGroup`]).
+    Group(RankGroup<'a>),
+}
+
+/// The [`Item::Print`]s of one rank in a chunk that holds nothing else: a chunk where every line
+/// is a print (memory profiling left on) is handed over rank by rank, one look-up per rank
+/// rather than per print. Ranks fold independently, so this is the fold of the prints in file
+/// order; the builder keeps what would show the order across ranks (the unparsed examples)
+/// in rank order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankGroup<'a> {
+    rank: u32,
+    hits: &'a [Hit],
+    region: &'a [u8],
+    base: Option<usize>,
+    points: &'a [PipelinePoint],
+}
+
+impl<'a> RankGroup<'a> {
+    /// The rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Its prints in the chunk.
+    pub fn len(&self) -> usize {
+        self.hits.len()
+    }
+
+    /// Whether it holds none (never, as handed over).
+    pub fn is_empty(&self) -> bool {
+        self.hits.is_empty()
+    }
+
+    /// Its prints, in file order.
+    pub fn prints(&self) -> impl Iterator<Item = PreRead<'a>> + 'a {
+        let (region, base, points) = (self.region, self.base, self.points);
+        self.hits.iter().filter_map(move |hit| match *hit {
+            Hit::Detail { rank, start, end } => Some(PreRead::Detail(
+                rank,
+                &region[start..end],
+                base.map(|b| b + start),
+            )),
+            Hit::Pipeline { rank, pp, k } => Some(PreRead::Pipeline(rank, pp, points[k])),
+            Hit::Line { .. } | Hit::Steps(_) => None,
+        })
+    }
 }
 
 /// What the scanning thread read of a print line ([`pre_read`]).
@@ -320,9 +368,31 @@ pub(super) struct Found {
     /// hits so that a hit stays small.
     steps: Vec<StepRun>,
     points: Vec<PipelinePoint>,
+    /// The hits of grouped stretches, rank by rank (in the order the ranks first appear in the
+    /// stretch), each rank's in file order.
+    grouped: Vec<Hit>,
+    /// How the hits are handed over when some are grouped; empty: one by one, in order.
+    plan: Vec<Piece>,
+    /// Per rank, scratch counts for the grouping (all zero between scans).
+    per_rank: Vec<u32>,
 }
 
+/// One step of a [`Found`]'s hand-over plan.
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    /// `hits[k]`.
+    Hit(usize),
+    /// `grouped[start..end]`, the prints of `rank` in a stretch.
+    Group(u32, usize, usize),
+}
+
+/// Only prints of ranks below this are grouped.
+const GROUPED_RANKS: u32 = 1 << 16;
+/// Fewer prints in a row are handed over one by one.
+const MIN_GROUP: usize = 64;
+
 /// What [`Found::scan`] found, in file order.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Hit {
     /// A line holding a needle: `region[start..end]` without its `\n`, at most [`LINE_CAP`]
     /// long.
@@ -374,21 +444,44 @@ impl Found {
         sink: &mut impl FnMut(Item<'_>),
     ) {
         counts.add(self.counts);
+        if !self.plan.is_empty() {
+            for piece in &self.plan {
+                match *piece {
+                    Piece::Group(rank, start, end) => sink(Item::Group(RankGroup {
+                        rank,
+                        hits: &self.grouped[start..end],
+                        region,
+                        base,
+                        points: &self.points,
+                    })),
+                    Piece::Hit(k) => self.hand_over(&self.hits[k], region, base, sink),
+                }
+            }
+            return;
+        }
         for hit in &self.hits {
-            match hit {
-                Hit::Line { start, end, found } => sink(Item::Line(&region[*start..*end], *found)),
-                Hit::Steps(k) => sink(Item::Steps(&self.steps[*k])),
-                Hit::Detail { rank, start, end } => {
-                    let at = base.map(|b| b + start);
-                    sink(Item::Print(PreRead::Detail(
-                        *rank,
-                        &region[*start..*end],
-                        at,
-                    )))
-                }
-                Hit::Pipeline { rank, pp, k } => {
-                    sink(Item::Print(PreRead::Pipeline(*rank, *pp, self.points[*k])))
-                }
+            self.hand_over(hit, region, base, sink);
+        }
+    }
+
+    /// Hands one hit to `sink`.
+    fn hand_over(
+        &self,
+        hit: &Hit,
+        region: &[u8],
+        base: Option<usize>,
+        sink: &mut impl FnMut(Item<'_>),
+    ) {
+        match *hit {
+            Hit::Line { start, end, found } => sink(Item::Line(&region[start..end], found)),
+            Hit::Steps(k) => sink(Item::Steps(&self.steps[k])),
+            Hit::Detail { rank, start, end } => sink(Item::Print(PreRead::Detail(
+                rank,
+                &region[start..end],
+                base.map(|b| b + start),
+            ))),
+            Hit::Pipeline { rank, pp, k } => {
+                sink(Item::Print(PreRead::Pipeline(rank, pp, self.points[k])))
             }
         }
     }
@@ -414,9 +507,10 @@ impl Found {
         hits.clear();
         steps.clear();
         points.clear();
-        scan_region(region, finders, |start, mut end, mut found| {
+        scan_region(region, finders, |start, mut end, mut found, mut shape| {
             if end - start > LINE_CAP {
                 end = start + LINE_CAP;
+                shape = Shape::Unknown;
                 found = needles_in(&region[start..end], finders);
                 if found == 0 {
                     return;
@@ -443,7 +537,13 @@ impl Found {
                 }
             }
             if mode == Mode::FoldSteps && found == RANK_BIT {
-                match pre_read(&region[start..end]) {
+                let line = &region[start..end];
+                let read = match shape {
+                    Shape::Unknown => pre_read(line),
+                    Shape::OnePrint(at) => pre_read_print(line, at),
+                    Shape::Other => None,
+                };
+                match read {
                     Some(PreRead::Detail(rank, print, _)) => {
                         let at = print.as_ptr() as usize - region.as_ptr() as usize;
                         hits.push(Hit::Detail {
@@ -467,6 +567,74 @@ impl Found {
             }
             hits.push(Hit::Line { start, end, found });
         });
+        self.group_by_rank();
+    }
+
+    /// Plans the hand-over ([`Self::plan`]): each stretch of at least [`MIN_GROUP`] prints of
+    /// ranks below [`GROUPED_RANKS`] goes rank by rank (a counting sort of the stretch into
+    /// `grouped`), every other hit as it is; the plan stays empty when no stretch is grouped.
+    fn group_by_rank(&mut self) {
+        self.grouped.clear();
+        self.plan.clear();
+        let rank_of = |hit: &Hit| match *hit {
+            Hit::Detail { rank, .. } | Hit::Pipeline { rank, .. } if rank < GROUPED_RANKS => {
+                Some(rank)
+            }
+            _ => None,
+        };
+        let mut any = false;
+        let mut i = 0;
+        while i < self.hits.len() {
+            let end = self.hits[i..]
+                .iter()
+                .position(|h| rank_of(h).is_none())
+                .map_or(self.hits.len(), |p| i + p);
+            if end - i < MIN_GROUP {
+                self.plan
+                    .extend((i..end.max(i + 1).min(self.hits.len())).map(Piece::Hit));
+                i = end.max(i + 1);
+                continue;
+            }
+            any = true;
+            let per_rank = &mut self.per_rank;
+            let first_piece = self.plan.len();
+            for hit in &self.hits[i..end] {
+                let rank = rank_of(hit).expect("a print");
+                let r = rank as usize;
+                if r >= per_rank.len() {
+                    per_rank.resize(r + 1, 0);
+                }
+                if per_rank[r] == 0 {
+                    self.plan.push(Piece::Group(rank, 0, 0));
+                }
+                per_rank[r] += 1;
+            }
+            // Each rank's start in `grouped`, then its next free slot, kept in `per_rank`.
+            let mut at = self.grouped.len();
+            for piece in &mut self.plan[first_piece..] {
+                if let Piece::Group(rank, start, stop) = piece {
+                    let n = per_rank[*rank as usize] as usize;
+                    (*start, *stop) = (at, at + n);
+                    per_rank[*rank as usize] = at as u32;
+                    at += n;
+                }
+            }
+            self.grouped.resize(at, Hit::Steps(0));
+            for hit in &self.hits[i..end] {
+                let r = rank_of(hit).expect("a print") as usize;
+                self.grouped[per_rank[r] as usize] = *hit;
+                per_rank[r] += 1;
+            }
+            for piece in &self.plan[first_piece..] {
+                if let Piece::Group(rank, ..) = piece {
+                    per_rank[*rank as usize] = 0;
+                }
+            }
+            i = end;
+        }
+        if !any {
+            self.plan.clear();
+        }
     }
 }
 
@@ -490,6 +658,17 @@ pub fn pre_read(line: &[u8]) -> Option<PreRead<'_>> {
     {
         return None;
     }
+    read_print(print)
+}
+
+/// [`pre_read`] of a line a walk found to hold one tag, at `at`, and no escape byte.
+fn pre_read_print(line: &[u8], at: usize) -> Option<PreRead<'_>> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    read_print(line.get(at..)?)
+}
+
+/// The detail print or the pipeline print `print` is, if it is one.
+fn read_print(print: &[u8]) -> Option<PreRead<'_>> {
     if let Some(rank) = passes::detail_rank(print) {
         return Some(PreRead::Detail(rank, print, None));
     }
@@ -564,15 +743,16 @@ const PROBES: [(u8, usize); 3] = [(b'=', 5), (b'|', 0), (b'U', 1)];
 fn scan_region(
     region: &[u8],
     finders: &[memmem::Finder<'_>; 3],
-    mut hit_line: impl FnMut(usize, usize, Needles),
+    mut hit_line: impl FnMut(usize, usize, Needles, Shape),
 ) {
     // The line being collected: start, end (its `\n` or the region's end), needles so far.
     let mut line: Option<(usize, usize, Needles)> = None;
     let mut misses = 0usize;
+    let mut hits = 0usize;
     let [(b0, _), (b1, _), (b2, _)] = PROBES;
     for at in memchr::memchr3_iter(b0, b1, b2, region) {
         if let Some((start, end, found)) = line.take_if(|&mut (_, end, _)| at > end) {
-            hit_line(start, end, found);
+            hit_line(start, end, found, Shape::Unknown);
         }
         let byte = region[at];
         let hit = (0..NEEDLES.len()).find(|&k| {
@@ -590,8 +770,14 @@ fn scan_region(
                     || memchr::memrchr(b'\n', &region[..at]).map_or(0, |p| p + 1),
                     |(start, _, _)| start,
                 );
-                scan_region_memmem(&region[from..], finders, |s, e, f| {
-                    hit_line(from + s, from + e, f)
+                // A line in fewer than 256 bytes a hit: every line is about to be looked at.
+                let walk = if hits * 256 > at {
+                    scan_region_lines
+                } else {
+                    scan_region_memmem
+                };
+                walk(&region[from..], finders, &mut |s, e, f, shape| {
+                    hit_line(from + s, from + e, f, shape)
                 });
                 return;
             }
@@ -600,6 +786,7 @@ fn scan_region(
         match &mut line {
             Some((_, _, found)) => *found |= 1 << k,
             None => {
+                hits += 1;
                 let start = memchr::memrchr(b'\n', &region[..at]).map_or(0, |p| p + 1);
                 let end = memchr::memchr(b'\n', &region[at..]).map_or(region.len(), |p| at + p);
                 line = Some((start, end, 1 << k));
@@ -607,8 +794,19 @@ fn scan_region(
         }
     }
     if let Some((start, end, found)) = line {
-        hit_line(start, end, found);
+        hit_line(start, end, found, Shape::Unknown);
     }
+}
+
+/// What a walk over a region saw of a line's prints, for [`pre_read`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Not looked at.
+    Unknown,
+    /// Exactly one rank tag, at this offset, and no escape byte: one plain print.
+    OnePrint(usize),
+    /// Several tags or an escape byte: not a plain print.
+    Other,
 }
 
 /// [`scan_region`] with one memmem pass per needle: slower on the usual log, but its speed
@@ -616,7 +814,7 @@ fn scan_region(
 fn scan_region_memmem(
     region: &[u8],
     finders: &[memmem::Finder<'_>; 3],
-    mut hit_line: impl FnMut(usize, usize, Needles),
+    hit_line: &mut dyn FnMut(usize, usize, Needles, Shape),
 ) {
     let mut next: [Option<usize>; 3] = std::array::from_fn(|k| finders[k].find(region));
     while let Some(hit) = next.iter().flatten().copied().min() {
@@ -630,14 +828,91 @@ fn scan_region_memmem(
                 set
             }
         });
-        hit_line(start, end, found);
+        hit_line(start, end, found, Shape::Unknown);
         for (k, slot) in next.iter_mut().enumerate() {
             if slot.is_some_and(|p| p < resume) {
-                *slot = region
-                    .get(resume..)
-                    .and_then(|rest| finders[k].find(rest))
-                    .map(|p| p + resume);
+                // Where every line is a print, the next tag is most often the next line's
+                // first bytes: no search needed.
+                let at_next_line = k == 0
+                    && region
+                        .get(resume..)
+                        .is_some_and(|rest| rest.starts_with(RANK_TAG));
+                *slot = if at_next_line {
+                    Some(resume)
+                } else {
+                    region
+                        .get(resume..)
+                        .and_then(|rest| finders[k].find(rest))
+                        .map(|p| p + resume)
+                };
             }
+        }
+    }
+}
+
+/// [`scan_region`] where nearly every line holds a needle (memory profiling left on): one
+/// walk from line to line, the tag looked for at each line's start first, the other needles
+/// (rare there) found ahead by memmem and checked against each line's bounds.
+fn scan_region_lines(
+    region: &[u8],
+    finders: &[memmem::Finder<'_>; 3],
+    hit_line: &mut dyn FnMut(usize, usize, Needles, Shape),
+) {
+    // The next place of the step and OOM needles at or after the line being looked at
+    // (`None`: no more), searched for again once the walk has passed it. Rank tags are seen by
+    // the walk itself: one memchr3 pass finds the line ends, every `[` and every escape byte.
+    let mut next: [Option<usize>; 3] = std::array::from_fn(|k| {
+        if k == 0 {
+            None
+        } else {
+            finders[k].find(region)
+        }
+    });
+    let mut start = 0;
+    // The line being walked: its tags, the first one's offset, whether it holds an escape.
+    let (mut tags, mut first_tag, mut escape) = (0u32, 0usize, false);
+    let mut marks = memchr::memchr3_iter(b'\n', b'[', 0x1b, region);
+    loop {
+        let mark = marks.next();
+        let end = match mark {
+            Some(p) if region[p] == b'[' => {
+                if region[p..].starts_with(RANK_TAG) {
+                    if tags == 0 {
+                        first_tag = p - start;
+                    }
+                    tags += 1;
+                }
+                continue;
+            }
+            Some(p) if region[p] == 0x1b => {
+                escape = true;
+                continue;
+            }
+            Some(p) => p,
+            None if start < region.len() => region.len(),
+            None => break,
+        };
+        let mut found = Needles::from(tags > 0);
+        for (k, slot) in next.iter_mut().enumerate().skip(1) {
+            if slot.is_some_and(|p| p < start) {
+                *slot = finders[k].find(&region[start..]).map(|p| start + p);
+            }
+            if slot.is_some_and(|p| p < end) {
+                found |= 1 << k;
+            }
+        }
+        if found != 0 {
+            let shape = if tags == 1 && !escape {
+                Shape::OnePrint(first_tag)
+            } else {
+                Shape::Other
+            };
+            hit_line(start, end, found, shape);
+        }
+        (tags, escape) = (0, false);
+        start = end + 1;
+        if mark.is_none() {
+            break;
         }
     }
 }
@@ -701,7 +976,9 @@ mod tests {
     fn scan_lines<R: Read>(reader: R, mut sink: impl FnMut(&[u8], Needles)) -> io::Result<u64> {
         let counts = scan(reader, Mode::EveryLine, |item| match item {
             Item::Line(line, found) => sink(line, found),
-            Item::Steps(_) | Item::Print(_) => panic!("no step folding asked for"),
+            Item::Steps(_) | Item::Print(_) | Item::Group(_) => {
+                panic!("no step folding asked for")
+            }
         })?;
         Ok(counts.lines)
     }
@@ -927,7 +1204,7 @@ mod tests {
         // And straight through scan_region, where the switch happens mid-line and mid-region.
         let finders = NEEDLES.map(memmem::Finder::new);
         let mut direct = Vec::new();
-        scan_region(&input, &finders, |s, e, f| {
+        scan_region(&input, &finders, |s, e, f, _| {
             direct.push((input[s..e].to_vec(), f))
         });
         assert!(direct == want.0, "scan_region hits differ");

@@ -81,6 +81,13 @@ impl Collected {
             Item::Print(PreRead::Pipeline(rank, pp, point)) => {
                 self.items.push(Kept::Pipeline { rank, pp, point })
             }
+            // Kept print by print: ranks fold independently, so the rank-by-rank order of
+            // the group folds as the file's.
+            Item::Group(group) => {
+                for print in group.prints() {
+                    self.keep(Item::Print(print));
+                }
+            }
         }
     }
 

@@ -342,9 +342,18 @@ fn byte_count(s: &str) -> Option<(i64, &str)> {
     Some((n, rest.strip_prefix(" bytes")?))
 }
 
+/// `s.split_once(": ")`, by memchr: the pattern searcher `split_once` builds for each call
+/// costs more than the search on a print's few bytes.
+fn split_at_colon_space(s: &str) -> Option<(&str, &str)> {
+    let bytes = s.as_bytes();
+    let at = memchr::memchr_iter(b':', bytes).find(|&i| bytes.get(i + 1) == Some(&b' '))?;
+    // ':' and ' ' are ASCII: both splits are on char boundaries.
+    Some((&s[..at], &s[at + 2..]))
+}
+
 fn pipeline(body: &str) -> Option<PipelinePoint> {
     use PipelineKind::*;
-    let (label, value) = body.split_once(": ")?;
+    let (label, value) = split_at_colon_space(body)?;
     let (kind, i, count) = if label == "Before pipeline" {
         (BeforePipeline, None, None)
     } else if let Some(rest) = label.strip_prefix("After Step") {
@@ -480,9 +489,20 @@ impl Decimal {
     /// `self × unit`, rounded half away from zero.
     pub fn scaled(self, unit: i64) -> i64 {
         // The common case stays in i64 (i128 division is a slow library call).
-        if let (Some(num), Some(div)) = (
+        // 10^scale as `checked_pow` gives it (`None` past 10^18), by table: this runs for
+        // every figure of every print.
+        const POW10: [i64; 19] = {
+            let mut t = [1i64; 19];
+            let mut k = 1;
+            while k < 19 {
+                t[k] = t[k - 1] * 10;
+                k += 1;
+            }
+            t
+        };
+        if let (Some(num), Some(&div)) = (
             self.mantissa.checked_mul(unit),
-            10i64.checked_pow(self.scale),
+            POW10.get(self.scale as usize),
         ) && num.checked_add(div).is_some()
             && num.checked_sub(div).is_some()
         {
@@ -537,7 +557,6 @@ pub fn decimal(s: &[u8]) -> Option<(Decimal, &[u8])> {
     Some((Decimal { mantissa, scale }, &s[i..]))
 }
 
-/// Parses an unsigned integer from the start of `s`.
 /// Parses `\d{1,19}` from the start of `s` (19 digits always fit a `u64`).
 pub(super) fn uint(s: &[u8]) -> Option<(u64, &[u8])> {
     let n = s.iter().take_while(|b| b.is_ascii_digit()).count();

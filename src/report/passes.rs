@@ -30,9 +30,21 @@ use super::schema::{
 /// parsed as they are read).
 pub fn detail_rank(print: &[u8]) -> Option<u32> {
     let rest = print.strip_prefix(b"[rank=")?;
-    let (rank, rest) = uint(rest)?;
-    let body = rest.strip_prefix(b"] ")?;
-    let rank = u32::try_from(rank).ok()?;
+    // The usual tag, `[rank=N] ` with N below 10^6, without the general parse.
+    let digits = rest
+        .iter()
+        .take(7)
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let (rank, body) = if (1..7).contains(&digits) {
+        let rank = rest[..digits]
+            .iter()
+            .fold(0u32, |v, &d| v * 10 + u32::from(d - b'0'));
+        (rank, rest[digits..].strip_prefix(b"] ")?)
+    } else {
+        let (rank, rest) = uint(rest)?;
+        (u32::try_from(rank).ok()?, rest.strip_prefix(b"] ")?)
+    };
     if body.starts_with(b"  ") {
         return Some(rank);
     }
@@ -93,9 +105,9 @@ pub struct KeptPass {
 pub struct Passes {
     open: OpenPass,
     /// Pass 0, once it ended.
-    first: Option<KeptPass>,
+    first: Option<Box<KeptPass>>,
     /// The pass with the highest peak so far, when it is not pass 0.
-    best: Option<KeptPass>,
+    best: Option<Box<KeptPass>>,
     /// That highest peak (pass 0's included).
     best_peak: Option<i64>,
     summaries: Vec<PassSummary>,
@@ -167,11 +179,11 @@ impl Passes {
         if open.index == 0 {
             self.best_peak = peak;
             let kept = self.keep(open, unparsed, map);
-            self.first = Some(kept);
+            self.first = Some(Box::new(kept));
         } else if higher {
             self.best_peak = peak;
             let kept = self.keep(open, unparsed, map);
-            self.best = Some(kept);
+            self.best = Some(Box::new(kept));
         } else {
             self.drop_pass(open);
         }
@@ -222,6 +234,7 @@ impl Passes {
             .first
             .into_iter()
             .chain(self.best)
+            .map(|k| *k)
             .chain(last)
             .collect();
         (kept, self.summaries, self.not_read)

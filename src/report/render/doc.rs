@@ -12,7 +12,7 @@
 
 use crate::present::numbers::{gib, mib, plural, signed_gib};
 use crate::present::table::Table;
-use crate::report::schema::{Breakdown, PipelineEntry, RankReport, Report, Run, SetupPhase};
+use crate::report::schema::{Breakdown, RankReport, Report, Run, SetupPhase};
 
 use super::{estimate, view};
 
@@ -465,10 +465,11 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             out.push(Block::Text(why));
         }
     }
-    let during = |pos: usize| {
-        r.pipeline
-            .get(pos)
-            .map_or_else(|| "end of log".to_owned(), PipelineEntry::label)
+    let several = r.passes.len() > 1;
+    let during = |pos: usize| match r.pipeline.get(pos) {
+        Some(e) if several => format!("pass {}: {}", e.pass, e.label()),
+        Some(e) => e.label(),
+        None => "end of log".to_owned(),
     };
     if !r.layers.is_empty() {
         let mut t = Table::new(&[
@@ -558,11 +559,14 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
                     )
                 })
                 .collect();
-            let stage = if g.complete {
+            let mut stage = if g.complete {
                 g.stage.clone()
             } else {
                 format!("{} (cut off)", g.stage)
             };
+            if several {
+                stage = format!("pass {}: {stage}", g.pass);
+            }
             let about = if g.bytes_exact { "" } else { "≈" };
             t.rows.push(vec![
                 num_or_na(g.layer),

@@ -40,11 +40,16 @@ pub fn render(report: &Report, format: Format, color: bool) -> String {
     }
 }
 
-/// Writes the report as pretty JSON with a trailing newline, without building it in memory
-/// first (a report of a huge per-step-profiled log can be gigabytes).
-pub fn write_json(report: &Report, out: impl std::io::Write) -> std::io::Result<()> {
+/// Writes the report as JSON with a trailing newline, without building it in memory first:
+/// indented for a person (`pretty`, a terminal), else on one line, which scripts read and
+/// which is written in less than half the time and bytes.
+pub fn write_json(report: &Report, pretty: bool, out: impl std::io::Write) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
-    serde_json::to_writer_pretty(&mut out, report)?;
+    if pretty {
+        serde_json::to_writer_pretty(&mut out, report)?;
+    } else {
+        serde_json::to_writer(&mut out, report)?;
+    }
     out.write_all(b"\n")?;
     out.flush()
 }
