@@ -301,6 +301,30 @@ fn a_log_profiling_every_step_reads_the_same_mapped_and_keeps_three_passes_in_de
     assert!(text.len() > min, "read mapped: {} bytes", text.len());
     let path = write(dir.path(), "every-step.log", &text);
     assert_same(std::slice::from_ref(&path));
+    // Prints behind launcher prefixes, with colour, run together, CRLF: the walk's shapes
+    // other than one plain print at the line start.
+    for (n, odd) in [
+        LogConfig {
+            ansi: true,
+            glue_per_mille: 30,
+            prefix: Prefix::Srun,
+            ..cfg.clone()
+        },
+        LogConfig {
+            crlf: true,
+            timestamps: true,
+            prefix: Prefix::TorchrunRank,
+            ..cfg.clone()
+        },
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut text = Vec::new();
+        write_log(odd, &mut text).unwrap();
+        assert!(text.len() > min, "read mapped: {} bytes", text.len());
+        assert_same(&[write(dir.path(), &format!("odd{n}.log"), &text)]);
+    }
     let report = run_report(&[path], &ReportOptions::default()).unwrap();
     let run = &report.runs[0];
     assert!(report.stats.detail_prints_not_read > 0);

@@ -40,9 +40,15 @@ pub fn memory_view(run: &Run, out: &mut Vec<Block>) {
         ("peak GiB", true),
         ("where", false),
     ]);
+    let passes = run.ranks.iter().map(|r| r.passes.len()).max().unwrap_or(0);
+    let sees = if passes > 1 {
+        format!("allocated at the schedule points of {passes} profiled steps' pipelines")
+    } else {
+        "allocated at the schedule points of the first step's pipeline".to_owned()
+    };
     table.rows.push(vec![
         "memory prints".to_owned(),
-        "allocated at the schedule points of the first step's pipeline".to_owned(),
+        sees,
         gib(prints.allocated),
         format!("rank {}, {}", prints.rank, prints.label),
     ]);
