@@ -871,9 +871,19 @@ fn scan_region_lines(
     let mut start = 0;
     // The line being walked: its tags, the first one's offset, whether it holds an escape.
     let (mut tags, mut first_tag, mut escape) = (0u32, 0usize, false);
-    let mut marks = memchr::memchr3_iter(b'\n', b'[', 0x1b, region);
+    // Where the search for the next mark goes on: past a tag that starts the line, which is
+    // taken without a search (most lines of such a region start with one).
+    let line_start = |start: usize, tags: &mut u32| {
+        if region[start..].starts_with(RANK_TAG) {
+            *tags = 1;
+            start + RANK_TAG.len()
+        } else {
+            start
+        }
+    };
+    let mut pos = line_start(0, &mut tags);
     loop {
-        let mark = marks.next();
+        let mark = memchr::memchr3(b'\n', b'[', 0x1b, &region[pos..]).map(|p| pos + p);
         let end = match mark {
             Some(p) if region[p] == b'[' => {
                 if region[p..].starts_with(RANK_TAG) {
@@ -882,10 +892,12 @@ fn scan_region_lines(
                     }
                     tags += 1;
                 }
+                pos = p + 1;
                 continue;
             }
             Some(p) if region[p] == 0x1b => {
                 escape = true;
+                pos = p + 1;
                 continue;
             }
             Some(p) => p,
@@ -909,11 +921,15 @@ fn scan_region_lines(
             };
             hit_line(start, end, found, shape);
         }
-        (tags, escape) = (0, false);
-        start = end + 1;
         if mark.is_none() {
             break;
         }
+        (tags, first_tag, escape) = (0, 0, false);
+        start = end + 1;
+        if start >= region.len() {
+            break;
+        }
+        pos = line_start(start, &mut tags);
     }
 }
 
@@ -1208,6 +1224,52 @@ mod tests {
             direct.push((input[s..e].to_vec(), f))
         });
         assert!(direct == want.0, "scan_region hits differ");
+    }
+
+    /// A region where every line is a print takes the line walk; its needles and its shapes
+    /// must be what a plain reading of each line finds, whatever the lines hold.
+    #[test]
+    fn the_line_walk_of_a_print_dense_region_finds_each_lines_needles_and_prints() {
+        let kinds = [
+            "[rank=3]     saved (activ): (2, 512) torch.bfloat16 (0.5 MB, 524288 bytes)",
+            "[rank=4 pp=1] Step4 i=0: 0.16 GiB | alloc=0.16 cached=0.02 non-pt=1.28",
+            "node0: [rank=5]   layer0 after stage1 (forward_stage1): alloc=0.06",
+            "[rank=6]   a=1 b=2 [rank=7]   c=3: alloc=0.10",
+            "[rank=8]\x1b[0m   colour: alloc=0.10",
+            "t | INFO | step 00000001/00000010 | [rank=9] glued: alloc=1.00",
+            "no tag here = = = = =",
+            "[rank=10]   crlf: alloc=0.20\r",
+            "CUDA out of memory [rank=11]   x: alloc=0.30",
+        ];
+        let mut input = Vec::new();
+        for i in 0..9000 {
+            input.extend_from_slice(kinds[(i * 7 + i / 5) % kinds.len()].as_bytes());
+            input.push(b'\n');
+        }
+        input.extend_from_slice(b"[rank=1]   last line, no newline: alloc=0.01");
+        let want = reference(&input).0;
+        let finders = NEEDLES.map(memmem::Finder::new);
+        let mut got = Vec::new();
+        let mut shapes = Vec::new();
+        scan_region(&input, &finders, |s, e, f, shape| {
+            got.push((input[s..e].to_vec(), f));
+            shapes.push((s, e, shape));
+        });
+        assert!(got == want, "hits differ");
+        assert!(
+            shapes.iter().any(|&(_, _, s)| s != Shape::Unknown),
+            "the line walk ran"
+        );
+        for (s, e, shape) in shapes {
+            let line = &input[s..e];
+            match shape {
+                Shape::Unknown => {}
+                Shape::OnePrint(at) => {
+                    assert_eq!(pre_read_print(line, at), pre_read(line), "{line:?}")
+                }
+                Shape::Other => assert_eq!(pre_read(line), None, "{line:?}"),
+            }
+        }
     }
 
     #[test]
