@@ -19,7 +19,7 @@ use std::sync::Arc;
 use super::lines::{self, Item, Needles, PreRead, ScanCounts};
 use super::mapped::Mapped;
 use super::parse::{Detail, Event, PipelinePoint, Print, parse_print, tag_rank};
-use super::passes::{self, Passes};
+use super::passes::{self, Passes, last_point};
 use super::rank_map::RankMap;
 use super::runs::{self, RankProgress};
 use super::schema::{
@@ -157,19 +157,13 @@ impl ReportBuilder {
         match item {
             Item::Line(line, found) => self.line_with(line, found),
             Item::Steps(steps) => self.steps(steps),
-            Item::Print(PreRead::Detail(rank, print, at)) => {
-                self.stats.memory_lines += 1;
-                let at = at.filter(|_| self.map.is_some());
-                self.detail(rank, print, at);
+            Item::Print(read) => {
+                let rank = match read {
+                    PreRead::Detail(rank, ..) | PreRead::Pipeline(rank, ..) => rank,
+                };
+                self.pre_read(rank, 1, std::iter::once(read));
             }
-            Item::Print(PreRead::Pipeline(rank, pp, point)) => {
-                self.stats.memory_lines += 1;
-                self.parsed(Print {
-                    rank,
-                    event: Event::Pipeline { pp, point },
-                });
-            }
-            Item::Group(group) => self.group(group),
+            Item::Group(group) => self.pre_read(group.rank(), group.len() as u64, group.prints()),
         }
     }
 
@@ -235,11 +229,12 @@ impl ReportBuilder {
     }
 
     fn print(&mut self, print: &[u8]) {
-        self.stats.memory_lines += 1;
         if let Some(rank) = passes::detail_rank(print) {
-            self.detail(rank, print, None);
+            let read = PreRead::Detail(rank, print, None);
+            self.pre_read(rank, 1, std::iter::once(read));
             return;
         }
+        self.stats.memory_lines += 1;
         let Some(parsed) = parse_print(print) else {
             self.unparsed(print);
             return;
@@ -282,12 +277,12 @@ impl ReportBuilder {
         self.map = map;
     }
 
-    /// The prints of one rank of a chunk that holds only detail and pipeline prints
-    /// ([`lines::RankGroup`]), folded as feeding them one by one would: ranks do not depend on
-    /// each other's prints, so a chunk's prints may be taken rank by rank.
-    fn group(&mut self, group: lines::RankGroup<'_>) {
-        let n = group.len() as u64;
-        let rank = group.rank();
+    /// `n` detail and pipeline prints of `rank` ([`lines::PreRead`]), in file order: one print
+    /// pre-read by the scanner or found by [`Self::print`], or a [`lines::RankGroup`] of a
+    /// chunk's prints. Ranks do not depend on each other's prints, so a chunk's prints may be
+    /// taken rank by rank. A detail print is kept raw in its rank's open pass ([`passes`]);
+    /// a pipeline print is folded as [`Self::parsed`] would (it can never begin a launch).
+    fn pre_read<'a>(&mut self, rank: u32, n: u64, prints: impl Iterator<Item = PreRead<'a>>) {
         self.stats.memory_lines += n;
         let wanted = self.wanted(rank);
         let source = self.source;
@@ -297,23 +292,22 @@ impl ReportBuilder {
         // A detail or pipeline print sets a rank's progress the same way, once.
         if !wanted {
             run.progress.get_or_default(rank).record_detail();
-            let details = group
-                .prints()
-                .filter(|p| matches!(p, PreRead::Detail(..)))
-                .count() as u64;
+            let details = prints.filter(|p| matches!(p, PreRead::Detail(..))).count() as u64;
             run.stats.detail_prints_not_read += details;
             self.stats.detail_prints_not_read += details;
             self.map = map;
             return;
         }
         let state = run.ranks.get_or_insert_with(rank, || RankState::new(rank));
+        // A detail or a pipeline print sets a rank's progress the same way, once; after that
+        // the look-up is skipped (it runs on every print).
         if !state.detail_recorded {
             run.progress.get_or_default(rank).record_detail();
             state.detail_recorded = true;
         }
         state.source = source;
         state.report.memory_lines += n;
-        for print in group.prints() {
+        for print in prints {
             state.seq += 1;
             match print {
                 PreRead::Detail(_, bytes, at) => {
@@ -329,50 +323,12 @@ impl ReportBuilder {
         self.map = map;
     }
 
-    /// A detail print ([`passes::detail_rank`]): kept raw in its rank's open pass.
-    fn detail(&mut self, rank: u32, print: &[u8], mapped_at: Option<usize>) {
-        let wanted = self.wanted(rank);
-        let source = self.source;
-        let run = self.run();
-        run.stats.memory_lines += 1;
-        if !wanted {
-            run.progress.get_or_default(rank).record_detail();
-            run.stats.detail_prints_not_read += 1;
-            self.stats.detail_prints_not_read += 1;
-            return;
-        }
-        let state = run.ranks.get_or_insert_with(rank, || RankState::new(rank));
-        // Recording a detail print changes a rank's progress once; after that the look-up is
-        // skipped (it runs on every print).
-        if !state.detail_recorded {
-            run.progress.get_or_default(rank).record_detail();
-            state.detail_recorded = true;
-        }
-        state.source = source;
-        state.report.memory_lines += 1;
-        state.seq += 1;
-        let seq = state.seq;
-        state.passes.defer(print, mapped_at, seq);
-    }
-
     fn unparsed(&mut self, print: &[u8]) {
-        let example = || -> String {
-            String::from_utf8_lossy(print)
-                .chars()
-                .take(EXAMPLE_CHARS)
-                .collect()
-        };
-        self.stats.unparsed_memory_lines += 1;
-        if self.stats.unparsed_examples.len() < UNPARSED_EXAMPLES {
-            self.stats.unparsed_examples.push(example());
-        }
         let rank = tag_rank(print).filter(|r| self.wanted(*r));
-        let run = self.run();
+        self.run();
+        let run = self.runs.last_mut().expect("just begun");
         run.stats.memory_lines += 1;
-        run.stats.unparsed_memory_lines += 1;
-        if run.stats.unparsed_examples.len() < UNPARSED_EXAMPLES {
-            run.stats.unparsed_examples.push(example());
-        }
+        count_unparsed(&mut self.stats, &mut run.stats, print);
         if let Some(rank) = rank {
             let state = run.rank(rank);
             state.report.memory_lines += 1;
@@ -652,23 +608,8 @@ impl RankState {
     }
 }
 
-fn last_point(
-    seq: u64,
-    source: PointSource,
-    label: &str,
-    allocated: i64,
-) -> Option<(u64, LastPoint)> {
-    Some((
-        seq,
-        LastPoint {
-            source,
-            label: label.to_owned(),
-            allocated,
-        },
-    ))
-}
-
-/// Counts one unparsed detail print in the stats of everything read and of its run.
+/// Counts one unparsed print in the stats of everything read and of its run, keeping the
+/// first few as examples.
 fn count_unparsed(stats: &mut Stats, run: &mut RunStats, print: &[u8]) {
     let example = || -> String {
         String::from_utf8_lossy(print)

@@ -79,29 +79,16 @@ impl Mapped {
     /// a scan from growing with the file. Only the whole pages inside `range` are released.
     pub fn release(&self, range: std::ops::Range<usize>) {
         // Whole pages only: the start rounded up, the end down (the file's end counts whole).
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .unwrap_or(4096)
-            .max(1);
+        let page = page_size();
         let start = range.start.div_ceil(page) * page;
         let end = if range.end >= self.len {
             self.len
         } else {
             range.end / page * page
         };
-        if start >= end {
-            return;
-        }
-        // SAFETY: the range lies inside the mapping and starts on a page. The mapping is
-        // private and never written, so its pages come back from the file unchanged if touched
-        // again: dropping them changes no byte that `bytes` shows.
-        unsafe {
-            libc::madvise(
-                self.ptr.cast::<u8>().add(start).cast(),
-                end - start,
-                libc::MADV_DONTNEED,
-            );
-        }
+        // SAFETY: the mapping is private and never written, so its pages come back from the
+        // file unchanged if touched again: dropping them changes no byte that `bytes` shows.
+        unsafe { self.advise(start..end, libc::MADV_DONTNEED) }
     }
 
     /// Asks the kernel to map the pages of `range` now, in one call, rather than one fault at a
@@ -110,23 +97,32 @@ impl Mapped {
     pub fn populate(&self, range: std::ops::Range<usize>) {
         // Not in every libc release yet; the value is the kernel's ABI.
         const MADV_POPULATE_READ: libc::c_int = 22;
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .unwrap_or(4096)
-            .max(1);
+        let page = page_size();
         let start = range.start / page * page;
+        // SAFETY: populating only reads the file's pages in; it changes no byte of the
+        // private, read-only mapping. A failure (an old kernel, a file that shrank) is an error
+        // return, never a signal.
+        unsafe { self.advise(start..range.end, MADV_POPULATE_READ) }
+    }
+
+    /// `madvise(advice)` over `range` (cut to the mapping; nothing when empty). Its result is
+    /// ignored: every advice given here only changes what stays or becomes resident.
+    ///
+    /// # Safety
+    /// `range.start` must be a page boundary, and `advice` must not change the bytes
+    /// [`Self::bytes`] shows.
+    unsafe fn advise(&self, range: std::ops::Range<usize>, advice: libc::c_int) {
         let end = range.end.min(self.len);
-        if start >= end {
+        if range.start >= end {
             return;
         }
-        // SAFETY: the range lies inside the mapping and starts on a page; populating only
-        // reads the file's pages in, it changes no byte of the private, read-only mapping. A
-        // failure (an old kernel, a file that shrank) is an error return, never a signal.
+        // SAFETY: the range lies inside the mapping and starts on a page (the caller's
+        // contract); the advice changes no byte (likewise).
         unsafe {
             libc::madvise(
-                self.ptr.cast::<u8>().add(start).cast(),
-                end - start,
-                MADV_POPULATE_READ,
+                self.ptr.cast::<u8>().add(range.start).cast(),
+                end - range.start,
+                advice,
             );
         }
     }
@@ -140,6 +136,14 @@ impl Mapped {
         // writes to it (read-only, private).
         unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
     }
+}
+
+/// The system's page size (4096 when it cannot say).
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .unwrap_or(4096)
+        .max(1)
 }
 
 impl Drop for Mapped {

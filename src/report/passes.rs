@@ -116,16 +116,6 @@ pub struct Passes {
 }
 
 impl Passes {
-    /// The open pass's pipeline entries.
-    pub fn open_pipeline(&self) -> &[PipelineEntry] {
-        &self.open.pipeline
-    }
-
-    /// The number of the open pass.
-    pub fn open_index(&self) -> u32 {
-        self.open.index
-    }
-
     /// Adds a pipeline entry; a `Before pipeline` after a pipeline print begins a new pass,
     /// ending the open one (whose detail prints are parsed then when it is kept). `map` is the
     /// file mapped detail prints were deferred from.
@@ -392,16 +382,7 @@ impl DetailFold {
             Some((before, name, shape)) => (Some(name.to_owned()), parse_shape(shape), before),
             None => (None, None, label),
         };
-        let last = |source| {
-            Some((
-                seq,
-                LastPoint {
-                    source,
-                    label: label.to_owned(),
-                    allocated,
-                },
-            ))
-        };
+        let last = |source| last_point(seq, source, label, allocated);
         if let Some(step) = label.strip_prefix("experts:") {
             let step = match &tensor {
                 Some(_) => before.strip_prefix("experts:").unwrap_or(step),
@@ -434,6 +415,24 @@ impl DetailFold {
         });
         kept.last_probe = last(PointSource::Layer);
     }
+}
+
+/// A rank's last memory figure, with its place among the rank's prints (`seq`): the later of
+/// the last probe and the last other print is the rank's [`LastPoint`].
+pub fn last_point(
+    seq: u64,
+    source: PointSource,
+    label: &str,
+    allocated: i64,
+) -> Option<(u64, LastPoint)> {
+    Some((
+        seq,
+        LastPoint {
+            source,
+            label: label.to_owned(),
+            allocated,
+        },
+    ))
 }
 
 /// Splits `… name=(shape)` at the end of a probe label into (text before, name, shape).
