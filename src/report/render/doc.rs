@@ -661,14 +661,15 @@ fn passes_section(r: &RankReport, out: &mut Vec<Block>) {
     for p in &r.passes {
         t.rows.push(vec![
             p.pass.to_string(),
-            or_na(p.before_pipeline, gib),
-            or_na(p.peak_allocated, gib),
+            // A pass that printed no such figure: nobody measured it.
+            measured(p.before_pipeline, gib),
+            measured(p.peak_allocated, gib),
             p.peak_label
                 .clone()
-                .unwrap_or_else(|| NOT_APPLICABLE.to_owned()),
-            or_na(p.peak_cached, gib),
-            or_na(p.peak_non_pytorch, gib),
-            or_na(p.end_allocated, gib),
+                .unwrap_or_else(|| NOT_MEASURED.to_owned()),
+            measured(p.peak_cached, gib),
+            measured(p.peak_non_pytorch, gib),
+            measured(p.end_allocated, gib),
             if p.detail { "detail" } else { "" }.to_owned(),
         ]);
     }
