@@ -42,6 +42,7 @@ use std::thread;
 
 use memchr::memmem;
 
+use super::marks;
 use super::parse::{self, Event, PipelinePoint, Print};
 use super::passes;
 use super::step_and_oom::{self, StepRun};
@@ -58,6 +59,8 @@ pub const NEEDLES: [&[u8]; 3] = [RANK_TAG, STEP_NEEDLE, OOM_NEEDLE];
 const STEP_BIT: Needles = 1 << 1;
 /// The bit of [`RANK_TAG`] in a [`Needles`] set.
 const RANK_BIT: Needles = 1;
+/// The bit of [`OOM_NEEDLE`] in a [`Needles`] set.
+const OOM_BIT: Needles = 1 << 2;
 
 /// The most bytes of one line that are kept; the rest of a longer line is counted and skipped.
 pub const LINE_CAP: usize = 64 * 1024;
@@ -496,18 +499,12 @@ impl Found {
         finders: &[memmem::Finder<'_>; 3],
         mode: Mode,
     ) {
-        let mut counts = long_lines(region);
-        counts.lines = memchr::memchr_iter(b'\n', region).count() as u64;
-        if at_eof && region.last().is_some_and(|&b| b != b'\n') {
-            counts.lines += 1;
-        }
-        self.counts = counts;
         let hits = &mut self.hits;
         let (steps, points) = (&mut self.steps, &mut self.points);
         hits.clear();
         steps.clear();
         points.clear();
-        scan_region(region, finders, |start, mut end, mut found, mut shape| {
+        let walked = scan_region(region, finders, |start, mut end, mut found, mut shape| {
             if end - start > LINE_CAP {
                 end = start + LINE_CAP;
                 shape = Shape::Unknown;
@@ -567,6 +564,14 @@ impl Found {
             }
             hits.push(Hit::Line { start, end, found });
         });
+        // The line ends: those the line walk counted, and the rest by one count.
+        let (walked_from, walked) = walked.unwrap_or((region.len(), 0));
+        let mut counts = long_lines(region);
+        counts.lines = memchr::memchr_iter(b'\n', &region[..walked_from]).count() as u64 + walked;
+        if at_eof && region.last().is_some_and(|&b| b != b'\n') {
+            counts.lines += 1;
+        }
+        self.counts = counts;
         self.group_by_rank();
     }
 
@@ -739,12 +744,15 @@ const PROBES: [(u8, usize); 3] = [(b'=', 5), (b'|', 0), (b'U', 1)];
 ///
 /// One `memchr3` pass over the probe bytes of [`PROBES`] while they stay rare (at most about
 /// one false probe per 512 bytes); past that the rest of the region goes through
-/// [`scan_region_memmem`], whose cost does not depend on the text.
+/// [`scan_region_lines`] or [`scan_region_memmem`], whose cost does not depend on the text.
+///
+/// Returns the line ends the line walk counted on its way, if it ran: `(from, n)`, `n` line
+/// ends in `region[from..]`.
 fn scan_region(
     region: &[u8],
     finders: &[memmem::Finder<'_>; 3],
     mut hit_line: impl FnMut(usize, usize, Needles, Shape),
-) {
+) -> Option<(usize, u64)> {
     // The line being collected: start, end (its `\n` or the region's end), needles so far.
     let mut line: Option<(usize, usize, Needles)> = None;
     let mut misses = 0usize;
@@ -764,22 +772,19 @@ fn scan_region(
         });
         let Some(k) = hit else {
             misses += 1;
-            if misses > 4096 + at / 512 {
+            if misses > 256 + at / 512 {
                 // Too many false probes: hand over at the start of the current line.
                 let from = line.map_or_else(
                     || memchr::memrchr(b'\n', &region[..at]).map_or(0, |p| p + 1),
                     |(start, _, _)| start,
                 );
+                let mut shifted = |s, e, f, shape| hit_line(from + s, from + e, f, shape);
                 // A line in fewer than 256 bytes a hit: every line is about to be looked at.
-                let walk = if hits * 256 > at {
-                    scan_region_lines
-                } else {
-                    scan_region_memmem
-                };
-                walk(&region[from..], finders, &mut |s, e, f, shape| {
-                    hit_line(from + s, from + e, f, shape)
-                });
-                return;
+                if hits * 256 > at {
+                    return Some((from, scan_region_lines(&region[from..], shifted)));
+                }
+                scan_region_memmem(&region[from..], finders, &mut shifted);
+                return None;
             }
             continue;
         };
@@ -796,6 +801,7 @@ fn scan_region(
     if let Some((start, end, found)) = line {
         hit_line(start, end, found, Shape::Unknown);
     }
+    None
 }
 
 /// What a walk over a region saw of a line's prints, for [`pre_read`].
@@ -851,86 +857,68 @@ fn scan_region_memmem(
 }
 
 /// [`scan_region`] where nearly every line holds a needle (memory profiling left on): one
-/// walk from line to line, the tag looked for at each line's start first, the other needles
-/// (rare there) found ahead by memmem and checked against each line's bounds.
-fn scan_region_lines(
-    region: &[u8],
-    finders: &[memmem::Finder<'_>; 3],
-    hit_line: &mut dyn FnMut(usize, usize, Needles, Shape),
-) {
-    // The next place of the step and OOM needles at or after the line being looked at
-    // (`None`: no more), searched for again once the walk has passed it. Rank tags are seen by
-    // the walk itself: one memchr3 pass finds the line ends, every `[` and every escape byte.
-    let mut next: [Option<usize>; 3] = std::array::from_fn(|k| {
-        if k == 0 {
-            None
-        } else {
-            finders[k].find(region)
-        }
-    });
+/// pass over the region's [`marks`] (line ends, `[`, escape bytes and the step and OOM probe
+/// bytes), each mark checked where it sits. Returns the number of line ends in `region`.
+fn scan_region_lines(region: &[u8], mut hit_line: impl FnMut(usize, usize, Needles, Shape)) -> u64 {
     let mut start = 0;
-    // The line being walked: its tags, the first one's offset, whether it holds an escape.
-    let (mut tags, mut first_tag, mut escape) = (0u32, 0usize, false);
-    // Where the search for the next mark goes on: past a tag that starts the line, which is
-    // taken without a search (most lines of such a region start with one).
-    let line_start = |start: usize, tags: &mut u32| {
-        if region[start..].starts_with(RANK_TAG) {
-            *tags = 1;
-            start + RANK_TAG.len()
-        } else {
-            start
-        }
-    };
-    let mut pos = line_start(0, &mut tags);
-    loop {
-        let mark = memchr::memchr3(b'\n', b'[', 0x1b, &region[pos..]).map(|p| pos + p);
-        let end = match mark {
-            Some(p) if region[p] == b'[' => {
-                if region[p..].starts_with(RANK_TAG) {
-                    if tags == 0 {
-                        first_tag = p - start;
+    let mut line_ends = 0;
+    // The line being walked: its needles but the tag, its tags, the first one's offset,
+    // whether it holds an escape byte.
+    let (mut found, mut tags, mut first_tag, mut escape) = (0 as Needles, 0u32, 0usize, false);
+    marks::each_block(region, |base, mut mask| {
+        while mask != 0 {
+            let at = base + mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            match region[at] {
+                b'\n' => {
+                    let needles = found | Needles::from(tags > 0);
+                    if needles != 0 {
+                        let shape = if tags == 1 && !escape {
+                            Shape::OnePrint(first_tag)
+                        } else {
+                            Shape::Other
+                        };
+                        hit_line(start, at, needles, shape);
                     }
-                    tags += 1;
+                    start = at + 1;
+                    line_ends += 1;
+                    (tags, first_tag, escape) = (0, 0, false);
+                    found = 0;
                 }
-                pos = p + 1;
-                continue;
+                b'[' => {
+                    if region[at..].starts_with(RANK_TAG) {
+                        if tags == 0 {
+                            first_tag = at - start;
+                        }
+                        tags += 1;
+                    }
+                }
+                0x1b => escape = true,
+                b'|' => {
+                    if region[at..].starts_with(STEP_NEEDLE) {
+                        found |= STEP_BIT;
+                    }
+                }
+                _ => {
+                    // The `U` of `CUDA`, the needle's second byte.
+                    if at > 0 && region[at - 1..].starts_with(OOM_NEEDLE) {
+                        found |= OOM_BIT;
+                    }
+                }
             }
-            Some(p) if region[p] == 0x1b => {
-                escape = true;
-                pos = p + 1;
-                continue;
-            }
-            Some(p) => p,
-            None if start < region.len() => region.len(),
-            None => break,
+        }
+        true
+    });
+    let found = found | Needles::from(tags > 0);
+    if start < region.len() && found != 0 {
+        let shape = if tags == 1 && !escape {
+            Shape::OnePrint(first_tag)
+        } else {
+            Shape::Other
         };
-        let mut found = Needles::from(tags > 0);
-        for (k, slot) in next.iter_mut().enumerate().skip(1) {
-            if slot.is_some_and(|p| p < start) {
-                *slot = finders[k].find(&region[start..]).map(|p| start + p);
-            }
-            if slot.is_some_and(|p| p < end) {
-                found |= 1 << k;
-            }
-        }
-        if found != 0 {
-            let shape = if tags == 1 && !escape {
-                Shape::OnePrint(first_tag)
-            } else {
-                Shape::Other
-            };
-            hit_line(start, end, found, shape);
-        }
-        if mark.is_none() {
-            break;
-        }
-        (tags, first_tag, escape) = (0, 0, false);
-        start = end + 1;
-        if start >= region.len() {
-            break;
-        }
-        pos = line_start(start, &mut tags);
+        hit_line(start, region.len(), found, shape);
     }
+    line_ends
 }
 
 /// Splits a line into memory prints, each starting with `[rank=` and running to the next tag

@@ -19,6 +19,7 @@ pub mod joined;
 pub mod lines;
 pub mod many;
 pub mod mapped;
+pub mod marks;
 pub mod parse;
 pub mod passes;
 pub mod rank_map;

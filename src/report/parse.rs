@@ -208,13 +208,14 @@ pub fn parse_print(print: &[u8]) -> Option<Print<'_>> {
         None => (None, rest),
     };
     let body = rest.strip_prefix(b"] ")?;
-    let body = trim_end(str::from_utf8(body).ok()?);
     let event = match pp {
+        // A pipeline print keeps no text: read on bytes, its one place for text other than
+        // ASCII (what follows its last figure) checked on its own.
         Some(pp) => Event::Pipeline {
             pp,
-            point: pipeline(body)?,
+            point: pipeline(trim_end_bytes(body))?,
         },
-        None => plain(body)?,
+        None => plain(trim_end(str::from_utf8(body).ok()?))?,
     };
     Some(Print { rank, event })
 }
@@ -342,78 +343,96 @@ fn byte_count(s: &str) -> Option<(i64, &str)> {
     Some((n, rest.strip_prefix(" bytes")?))
 }
 
-/// `s.split_once(": ")`, by memchr: the pattern searcher `split_once` builds for each call
-/// costs more than the search on a print's few bytes.
-fn split_at_colon_space(s: &str) -> Option<(&str, &str)> {
-    let bytes = s.as_bytes();
-    let at = memchr::memchr_iter(b':', bytes).find(|&i| bytes.get(i + 1) == Some(&b' '))?;
-    // ':' and ' ' are ASCII: both splits are on char boundaries.
+/// `s.split_once(": ")` on bytes, by memchr: the pattern searcher `split_once` builds for
+/// each call costs more than the search on a print's few bytes.
+fn split_at_colon_space(s: &[u8]) -> Option<(&[u8], &[u8])> {
+    let at = memchr::memchr_iter(b':', s).find(|&i| s.get(i + 1) == Some(&b' '))?;
     Some((&s[..at], &s[at + 2..]))
 }
 
-fn pipeline(body: &str) -> Option<PipelinePoint> {
+/// `s.split_once(needle)` on bytes, for a needle of a byte or two.
+fn split_once_bytes<'a>(s: &'a [u8], needle: &[u8]) -> Option<(&'a [u8], &'a [u8])> {
+    let at = memchr::memchr_iter(needle[0], s).find(|&i| s[i..].starts_with(needle))?;
+    Some((&s[..at], &s[at + needle.len()..]))
+}
+
+/// A loop index or count as `str::parse::<u32>` reads it (a `+` sign allowed, nothing else).
+fn index(s: &[u8]) -> Option<u32> {
+    str::from_utf8(s).ok()?.parse().ok()
+}
+
+/// The schedule point of a pipeline print's label: its kind, `i=I` and the `N` of `(N …)`.
+fn pipeline_label(label: &[u8]) -> Option<(PipelineKind, Option<u32>, Option<u32>)> {
     use PipelineKind::*;
-    let (label, value) = split_at_colon_space(body)?;
-    let (kind, i, count) = if label == "Before pipeline" {
-        (BeforePipeline, None, None)
-    } else if let Some(rest) = label.strip_prefix("After Step") {
-        let (step, paren) = rest.split_once(" (")?;
-        let paren = paren.strip_suffix(')')?;
+    if label == b"Before pipeline" {
+        return Some((BeforePipeline, None, None));
+    }
+    if let Some(rest) = label.strip_prefix(b"After Step") {
+        let (step, paren) = split_once_bytes(rest, b" (")?;
+        let paren = paren.strip_suffix(b")")?;
         let kind = match step {
-            "1" => AfterStep1,
-            "2" => AfterStep2,
-            "3" => AfterStep3,
-            "4" => AfterStep4,
-            "8" => AfterStep8,
+            b"1" => AfterStep1,
+            b"2" => AfterStep2,
+            b"3" => AfterStep3,
+            b"4" => AfterStep4,
+            b"8" => AfterStep8,
             _ => return None,
         };
-        let count = if kind == AfterStep8 {
-            None
-        } else {
-            let (n, mnemonic) = paren.split_once(' ')?;
-            if mnemonic.is_empty() {
-                return None;
-            }
-            Some(n.parse().ok()?)
-        };
-        (kind, None, count)
-    } else if let Some(i) = label.strip_prefix("Step1 F0 i=") {
-        (Step1F0, Some(i.parse().ok()?), None)
-    } else if let Some(rest) = label.strip_prefix("Step2 i=") {
-        let (i, what) = rest.split_once(' ')?;
-        let kind = match what {
-            "forward_chunk(0)" => Step2ForwardChunk0,
-            "forward_chunk(1)" => Step2ForwardChunk1,
-            _ => return None,
-        };
-        (kind, Some(i.parse().ok()?), None)
-    } else if let Some(rest) = label.strip_prefix("Step3 i=") {
-        let (i, what) = rest.split_once(' ')?;
-        let kind = match what {
-            "before B1" => Step3BeforeB1,
-            "after B1" => Step3AfterB1,
-            "after W1" => Step3AfterW1,
-            "after F1" => Step3AfterF1,
-            _ => return None,
-        };
-        (kind, Some(i.parse().ok()?), None)
-    } else if let Some(i) = label.strip_prefix("Step4 i=") {
-        (Step4, Some(i.parse().ok()?), None)
-    } else {
-        return None;
+        if kind == AfterStep8 {
+            return Some((kind, None, None));
+        }
+        let (n, mnemonic) = split_once_bytes(paren, b" ")?;
+        if mnemonic.is_empty() {
+            return None;
+        }
+        return Some((kind, None, Some(index(n)?)));
+    }
+    let rest = label.strip_prefix(b"Step")?;
+    let (step, rest) = (rest.first()?, &rest[1..]);
+    let (kind, i) = match step {
+        b'1' => (Step1F0, rest.strip_prefix(b" F0 i=")?),
+        b'4' => (Step4, rest.strip_prefix(b" i=")?),
+        b'2' | b'3' => {
+            let (i, what) = split_once_bytes(rest.strip_prefix(b" i=")?, b" ")?;
+            let kind = match (step, what) {
+                (b'2', b"forward_chunk(0)") => Step2ForwardChunk0,
+                (b'2', b"forward_chunk(1)") => Step2ForwardChunk1,
+                (b'3', b"before B1") => Step3BeforeB1,
+                (b'3', b"after B1") => Step3AfterB1,
+                (b'3', b"after W1") => Step3AfterW1,
+                (b'3', b"after F1") => Step3AfterF1,
+                _ => return None,
+            };
+            (kind, i)
+        }
+        _ => return None,
     };
-    let (allocated, rest) = gib(value)?;
-    let rest = rest.strip_prefix(" GiB")?;
-    let (delta, rest) = match rest.strip_prefix(" (") {
+    Some((kind, Some(index(i)?), None))
+}
+
+/// The body of a pipeline print (after `] `, trailing whitespace cut).
+fn pipeline(body: &[u8]) -> Option<PipelinePoint> {
+    let (label, value) = split_at_colon_space(body)?;
+    // The label's free text (a mnemonic, `end of pipeline`) must be text, as a print read as
+    // text must.
+    str::from_utf8(label).ok()?;
+    let (kind, i, count) = pipeline_label(label)?;
+    // The figures: `strip_prefix` of a byte string is a compare of known length.
+    let (allocated, rest) = gib_bytes(value)?;
+    let rest = rest.strip_prefix(b" GiB")?;
+    let (delta, rest) = match rest.strip_prefix(b" (") {
         Some(r) => {
-            let r = r.strip_prefix("delta=").unwrap_or(r);
-            let r = r.strip_prefix('+').unwrap_or(r);
-            let (d, r) = gib(r)?;
-            (Some(d), r.strip_prefix(')')?)
+            let r = r.strip_prefix(b"delta=").unwrap_or(r);
+            let r = r.strip_prefix(b"+").unwrap_or(r);
+            let (d, r) = gib_bytes(r)?;
+            (Some(d), r.strip_prefix(b")")?)
         }
         None => (None, rest),
     };
-    let detail = detail(rest.strip_prefix(" | ")?)?;
+    let (detail, rest) = detail_figures(rest.strip_prefix(b" | alloc=")?)?;
+    end_bytes(rest)?;
+    // What a print read as text would have refused.
+    str::from_utf8(rest).ok()?;
     Some(PipelinePoint {
         kind,
         i,
@@ -430,15 +449,26 @@ fn detail(s: &str) -> Option<Detail> {
 }
 
 fn detail_after_alloc(s: &str) -> Option<Detail> {
-    let (allocated, rest) = gib(s)?;
-    let (cached, rest) = gib_field(rest.strip_prefix(' ')?, "cached=")?;
-    let (non_pytorch, rest) = gib_field(rest.strip_prefix(' ')?, "non-pt=")?;
-    end(rest)?;
-    Some(Detail {
+    detail_after_alloc_bytes(s.as_bytes())
+}
+
+fn detail_after_alloc_bytes(s: &[u8]) -> Option<Detail> {
+    let (detail, rest) = detail_figures(s)?;
+    end_bytes(rest)?;
+    Some(detail)
+}
+
+/// `A cached=C non-pt=N` (after `alloc=`) and what follows.
+fn detail_figures(s: &[u8]) -> Option<(Detail, &[u8])> {
+    let (allocated, rest) = gib_bytes(s)?;
+    let (cached, rest) = gib_bytes(rest.strip_prefix(b" cached=")?)?;
+    let (non_pytorch, rest) = gib_bytes(rest.strip_prefix(b" non-pt=")?)?;
+    let detail = Detail {
         allocated,
         cached,
         non_pytorch,
-    })
+    };
+    Some((detail, rest))
 }
 
 fn gib_field<'a>(s: &'a str, key: &str) -> Option<(i64, &'a str)> {
@@ -447,13 +477,24 @@ fn gib_field<'a>(s: &'a str, key: &str) -> Option<(i64, &'a str)> {
 
 /// What may follow the last number of a print: nothing, or text that is plainly not part of it.
 fn end(rest: &str) -> Option<()> {
-    match rest.as_bytes().first() {
+    end_bytes(rest.as_bytes())
+}
+
+fn end_bytes(rest: &[u8]) -> Option<()> {
+    match rest.first() {
         None => Some(()),
         Some(b) if b.is_ascii_digit() || *b == b'.' => None,
         Some(_) => Some(()),
     }
 }
 
+#[inline(always)]
+fn gib_bytes(s: &[u8]) -> Option<(i64, &[u8])> {
+    let (d, rest) = decimal(s)?;
+    Some((d.bytes(GIB)?, rest))
+}
+
+#[inline(always)]
 fn gib(s: &str) -> Option<(i64, &str)> {
     let (d, rest) = decimal(s.as_bytes())?;
     // `decimal` consumed ASCII only, so the split is on a char boundary.
@@ -470,6 +511,17 @@ fn mib(s: &str) -> Option<(i64, &str)> {
 /// differences the report makes of a few of them cannot overflow.
 pub const MAX_BYTES: i64 = 1 << 50;
 
+/// 10^k for k in 0..=18, the powers an `i64` holds.
+const POW10: [i64; 19] = {
+    let mut t = [1i64; 19];
+    let mut k = 1;
+    while k < 19 {
+        t[k] = t[k - 1] * 10;
+        k += 1;
+    }
+    t
+};
+
 /// A printed decimal: `mantissa / 10^scale`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decimal {
@@ -481,25 +533,30 @@ pub struct Decimal {
 
 impl Decimal {
     /// `self × unit` ([`Self::scaled`]) as a size: `None` beyond ±[`MAX_BYTES`].
+    #[inline(always)]
     pub fn bytes(self, unit: i64) -> Option<i64> {
         let v = self.scaled(unit);
         (v.unsigned_abs() <= MAX_BYTES as u64).then_some(v)
     }
 
     /// `self × unit`, rounded half away from zero.
+    #[inline(always)]
     pub fn scaled(self, unit: i64) -> i64 {
         // The common case stays in i64 (i128 division is a slow library call).
         // 10^scale as `checked_pow` gives it (`None` past 10^18), by table: this runs for
-        // every figure of every print.
-        const POW10: [i64; 19] = {
-            let mut t = [1i64; 19];
-            let mut k = 1;
-            while k < 19 {
-                t[k] = t[k - 1] * 10;
-                k += 1;
-            }
-            t
-        };
+        // every figure of every print. The instrumentation prints two decimals: a division by
+        // the constant 100 is a multiplication, a division by a table entry is not.
+        if self.scale == 2
+            && let Some(num) = self.mantissa.checked_mul(unit)
+            && num.checked_add(100).is_some()
+            && num.checked_sub(100).is_some()
+        {
+            return if num >= 0 {
+                (num + 50) / 100
+            } else {
+                (num - 50) / 100
+            };
+        }
         if let (Some(num), Some(&div)) = (
             self.mantissa.checked_mul(unit),
             POW10.get(self.scale as usize),
@@ -524,34 +581,45 @@ impl Decimal {
 }
 
 /// Parses `-?\d+(\.\d+)?` (at most 18 significant digits) from the start of `s`.
+///
+/// The integer part and the fraction are each read in a loop of their own: this runs for
+/// every figure of every print, and one loop asking at each byte whether it is a digit, the
+/// point or the end costs more.
+#[inline(always)]
 pub fn decimal(s: &[u8]) -> Option<(Decimal, &[u8])> {
     let (neg, s) = match s.first() {
         Some(b'-') => (true, &s[1..]),
         _ => (false, s),
     };
     let mut mantissa: i64 = 0;
-    let mut digits = 0;
-    let mut scale = 0;
     let mut i = 0;
-    let mut seen_dot = false;
-    while i < s.len() {
-        let b = s[i];
-        if b.is_ascii_digit() {
-            if digits == 18 {
+    while let Some(&b) = s.get(i)
+        && b.is_ascii_digit()
+    {
+        if i == 18 {
+            return None;
+        }
+        mantissa = mantissa * 10 + i64::from(b - b'0');
+        i += 1;
+    }
+    if i == 0 {
+        return None;
+    }
+    let mut scale = 0;
+    if s.get(i) == Some(&b'.') && s.get(i + 1).is_some_and(u8::is_ascii_digit) {
+        let point = i;
+        i += 1;
+        while let Some(&b) = s.get(i)
+            && b.is_ascii_digit()
+        {
+            // `i - 1` digits so far: all but the point.
+            if i - 1 == 18 {
                 return None;
             }
             mantissa = mantissa * 10 + i64::from(b - b'0');
-            digits += 1;
-            scale += u32::from(seen_dot);
-        } else if b == b'.' && !seen_dot && i > 0 && s.get(i + 1).is_some_and(u8::is_ascii_digit) {
-            seen_dot = true;
-        } else {
-            break;
+            i += 1;
         }
-        i += 1;
-    }
-    if digits == 0 {
-        return None;
+        scale = (i - point - 1) as u32;
     }
     let mantissa = if neg { -mantissa } else { mantissa };
     Some((Decimal { mantissa, scale }, &s[i..]))
@@ -574,6 +642,16 @@ pub(super) const TRAILING: [char; 4] = [' ', '\t', '\r', '\n'];
 
 fn trim_end(s: &str) -> &str {
     s.trim_end_matches(TRAILING)
+}
+
+/// [`trim_end`] on bytes.
+fn trim_end_bytes(s: &[u8]) -> &[u8] {
+    let kept = s.len()
+        - s.iter()
+            .rev()
+            .take_while(|&&b| TRAILING.contains(&char::from(b)))
+            .count();
+    &s[..kept]
 }
 
 #[cfg(test)]
@@ -925,5 +1003,210 @@ mod tests {
     fn tag_rank_reads_the_rank_even_when_the_rest_is_garbage() {
         assert_eq!(tag_rank(b"[rank=17 pp=zz"), Some(17));
         assert_eq!(tag_rank(b"[rank=]"), None);
+    }
+
+    /// The byte-at-a-time reading [`decimal`] replaced, kept as its reference.
+    fn decimal_by_bytes(s: &[u8]) -> Option<(Decimal, &[u8])> {
+        let (neg, s) = match s.first() {
+            Some(b'-') => (true, &s[1..]),
+            _ => (false, s),
+        };
+        let (mut mantissa, mut digits, mut scale, mut i, mut seen_dot) = (0i64, 0, 0, 0, false);
+        while i < s.len() {
+            let b = s[i];
+            if b.is_ascii_digit() {
+                if digits == 18 {
+                    return None;
+                }
+                mantissa = mantissa * 10 + i64::from(b - b'0');
+                digits += 1;
+                scale += u32::from(seen_dot);
+            } else if b == b'.'
+                && !seen_dot
+                && i > 0
+                && s.get(i + 1).is_some_and(u8::is_ascii_digit)
+            {
+                seen_dot = true;
+            } else {
+                break;
+            }
+            i += 1;
+        }
+        if digits == 0 {
+            return None;
+        }
+        let mantissa = if neg { -mantissa } else { mantissa };
+        Some((Decimal { mantissa, scale }, &s[i..]))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decimal_reads_what_the_byte_loop_read(text in "-?[0-9]{0,20}([.][0-9]{0,20})?[.x -]?[0-9]{0,3}") {
+            proptest::prop_assert_eq!(decimal(text.as_bytes()), decimal_by_bytes(text.as_bytes()));
+        }
+
+        #[test]
+        fn scaled_rounds_as_the_general_path_does(mantissa in proptest::num::i64::ANY, unit in 1i64..(1 << 31)) {
+            let two = Decimal { mantissa, scale: 2 };
+            let by_i128 = {
+                let num = mantissa as i128 * unit as i128;
+                let r = if num >= 0 { (num + 50) / 100 } else { (num - 50) / 100 };
+                r.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+            };
+            proptest::prop_assert_eq!(two.scaled(unit), by_i128);
+        }
+    }
+
+    /// The reading of a pipeline print's body as text, which [`pipeline`] replaced, kept as
+    /// its reference.
+    fn pipeline_as_text(body: &str) -> Option<PipelinePoint> {
+        use PipelineKind::*;
+        let (label, value) = body.split_once(": ")?;
+        let (kind, i, count) = if label == "Before pipeline" {
+            (BeforePipeline, None, None)
+        } else if let Some(rest) = label.strip_prefix("After Step") {
+            let (step, paren) = rest.split_once(" (")?;
+            let paren = paren.strip_suffix(')')?;
+            let kind = match step {
+                "1" => AfterStep1,
+                "2" => AfterStep2,
+                "3" => AfterStep3,
+                "4" => AfterStep4,
+                "8" => AfterStep8,
+                _ => return None,
+            };
+            let count = if kind == AfterStep8 {
+                None
+            } else {
+                let (n, mnemonic) = paren.split_once(' ')?;
+                if mnemonic.is_empty() {
+                    return None;
+                }
+                Some(n.parse().ok()?)
+            };
+            (kind, None, count)
+        } else if let Some(i) = label.strip_prefix("Step1 F0 i=") {
+            (Step1F0, Some(i.parse().ok()?), None)
+        } else if let Some(rest) = label.strip_prefix("Step2 i=") {
+            let (i, what) = rest.split_once(' ')?;
+            let kind = match what {
+                "forward_chunk(0)" => Step2ForwardChunk0,
+                "forward_chunk(1)" => Step2ForwardChunk1,
+                _ => return None,
+            };
+            (kind, Some(i.parse().ok()?), None)
+        } else if let Some(rest) = label.strip_prefix("Step3 i=") {
+            let (i, what) = rest.split_once(' ')?;
+            let kind = match what {
+                "before B1" => Step3BeforeB1,
+                "after B1" => Step3AfterB1,
+                "after W1" => Step3AfterW1,
+                "after F1" => Step3AfterF1,
+                _ => return None,
+            };
+            (kind, Some(i.parse().ok()?), None)
+        } else if let Some(i) = label.strip_prefix("Step4 i=") {
+            (Step4, Some(i.parse().ok()?), None)
+        } else {
+            return None;
+        };
+        let (allocated, rest) = gib(value)?;
+        let rest = rest.strip_prefix(" GiB")?;
+        let (delta, rest) = match rest.strip_prefix(" (") {
+            Some(r) => {
+                let r = r.strip_prefix("delta=").unwrap_or(r);
+                let r = r.strip_prefix('+').unwrap_or(r);
+                let (d, r) = gib(r)?;
+                (Some(d), r.strip_prefix(')')?)
+            }
+            None => (None, rest),
+        };
+        let detail = super::detail(rest.strip_prefix(" | ")?)?;
+        Some(PipelinePoint {
+            kind,
+            i,
+            count,
+            allocated,
+            delta,
+            detail,
+        })
+    }
+
+    /// A pipeline print's body, from parts that are right or nearly right.
+    fn pipeline_body() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let label = prop_oneof![
+            Just("Before pipeline".to_string()),
+            (0u32..3, "[0-9+]{0,3}").prop_map(|(k, i)| [
+                format!("Step1 F0 i={i}"),
+                format!("Step4 i={i}"),
+                format!("Step1 i={i}")
+            ][k as usize]
+                .clone()),
+            (
+                "[0-9]{1,2}",
+                prop_oneof![
+                    Just("forward_chunk(0)"),
+                    Just("forward_chunk(1)"),
+                    Just("forward_chunk(2)"),
+                    Just("")
+                ]
+            )
+                .prop_map(|(i, w)| format!("Step2 i={i} {w}")),
+            (
+                "[0-9]{1,2}",
+                prop_oneof![
+                    Just("before B1"),
+                    Just("after B1"),
+                    Just("after W1"),
+                    Just("after F1"),
+                    Just("after X1")
+                ]
+            )
+                .prop_map(|(i, w)| format!("Step3 i={i} {w}")),
+            ("[0-9]", "[0-9]{0,2}", "[A-Z0-9 é]{0,5}")
+                .prop_map(|(k, n, m)| format!("After Step{k} ({n} {m})")),
+            Just("After Step8 (end of pipeline)".to_string()),
+        ];
+        let figure = "-?[0-9]{1,3}([.][0-9]{1,3})?";
+        let delta = prop_oneof![
+            Just(String::new()),
+            figure.prop_map(|d| format!(" (+{d})")),
+            figure.prop_map(|d| format!(" (delta={d})")),
+            figure.prop_map(|d| format!(" (delta=+{d})")),
+        ];
+        let junk = prop_oneof![Just(String::new()), "[ \t\r\n]{1,3}", "[0-9.a-zé\\[]{1,4}"];
+        (
+            label,
+            figure,
+            delta,
+            figure,
+            figure,
+            figure,
+            junk,
+            any::<(u8, u8, u16)>(),
+        )
+            .prop_map(|(label, x, delta, a, c, n, junk, (op, byte, at))| {
+                let mut body =
+                    format!("{label}: {x} GiB{delta} | alloc={a} cached={c} non-pt={n}{junk}")
+                        .into_bytes();
+                let at = at as usize % (body.len() + 1);
+                match op % 4 {
+                    0 => body.insert(at, byte),
+                    1 if at < body.len() => body[at] = byte,
+                    2 if at < body.len() => _ = body.remove(at),
+                    _ => {}
+                }
+                body
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 4096, .. Default::default() })]
+        #[test]
+        fn pipeline_reads_what_the_text_reading_read(body in pipeline_body()) {
+            let as_text = str::from_utf8(&body).ok().and_then(|t| pipeline_as_text(trim_end(t)));
+            proptest::prop_assert_eq!(pipeline(trim_end_bytes(&body)), as_text);
+        }
     }
 }
