@@ -18,6 +18,8 @@ use std::sync::Arc;
 
 use super::lines::{self, Item, Needles, PreRead, ScanCounts};
 use super::mapped::Mapped;
+use rayon::prelude::*;
+
 use super::parse::{Detail, Event, PipelinePoint, Print, parse_print, tag_rank};
 use super::passes::{self, Passes, last_point};
 use super::rank_map::RankMap;
@@ -365,9 +367,14 @@ impl ReportBuilder {
     pub fn finish(mut self, inputs: Vec<String>) -> Report {
         let map = self.map.take();
         for run in &mut self.runs {
-            for state in run.ranks.values_mut() {
+            // Closing a rank reads its last pass in detail: the ranks are independent, and
+            // this is most of what is left to do once the logs are read.
+            let mut states: Vec<&mut RankState> = run.ranks.values_mut().collect();
+            states.par_iter_mut().for_each(|state| {
                 state.close(map.as_deref());
                 state.settle();
+            });
+            for state in run.ranks.values_mut() {
                 for print in &state.unparsed_detail_examples {
                     count_unparsed(&mut self.stats, &mut run.stats, print);
                 }

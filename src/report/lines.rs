@@ -43,7 +43,7 @@ use std::thread;
 use memchr::memmem;
 
 use super::marks;
-use super::parse::{self, Event, PipelinePoint, Print};
+use super::parse::{self, PipelinePoint};
 use super::passes;
 use super::step_and_oom::{self, StepRun};
 
@@ -674,20 +674,12 @@ fn pre_read_print(line: &[u8], at: usize) -> Option<PreRead<'_>> {
 
 /// The detail print or the pipeline print `print` is, if it is one.
 fn read_print(print: &[u8]) -> Option<PreRead<'_>> {
-    if let Some(rank) = passes::detail_rank(print) {
-        return Some(PreRead::Detail(rank, print, None));
+    match parse::tag(print)? {
+        (rank, None, body) => {
+            passes::is_detail_body(body).then_some(PreRead::Detail(rank, print, None))
+        }
+        (rank, Some(pp), body) => Some(PreRead::Pipeline(rank, pp, parse::pipeline_body(body)?)),
     }
-    if print.get(RANK_TAG.len()..).is_some_and(|rest| {
-        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        rest[digits..].starts_with(b" pp=")
-    }) && let Some(Print {
-        rank,
-        event: Event::Pipeline { pp, point },
-    }) = parse::parse_print(print)
-    {
-        return Some(PreRead::Pipeline(rank, pp, point));
-    }
-    None
 }
 
 /// The finder of [`RANK_TAG`], built once.

@@ -195,29 +195,54 @@ pub fn tag_rank(print: &[u8]) -> Option<u32> {
     Some(rank as u32)
 }
 
-/// Parses one print (starting at `[rank=`, ending before the next tag or the line end).
-pub fn parse_print(print: &[u8]) -> Option<Print<'_>> {
+/// A print's tag, `[rank=R] ` or `[rank=R pp=P] `: the rank, the stage, and the body after it.
+#[inline]
+pub fn tag(print: &[u8]) -> Option<(u32, Option<u32>, &[u8])> {
     let rest = print.strip_prefix(b"[rank=")?;
-    let (rank, rest) = uint(rest)?;
-    let rank = u32::try_from(rank).ok()?;
+    let (rank, rest) = small_uint(rest)?;
     let (pp, rest) = match rest.strip_prefix(b" pp=") {
         Some(r) => {
-            let (pp, r) = uint(r)?;
-            (Some(u32::try_from(pp).ok()?), r)
+            let (pp, r) = small_uint(r)?;
+            (Some(pp), r)
         }
         None => (None, rest),
     };
-    let body = rest.strip_prefix(b"] ")?;
+    Some((rank, pp, rest.strip_prefix(b"] ")?))
+}
+
+/// [`uint`] that fits a `u32`, with the usual few digits read without the general loop.
+#[inline(always)]
+fn small_uint(s: &[u8]) -> Option<(u32, &[u8])> {
+    let mut v = 0u32;
+    for (i, &b) in s.iter().take(7).enumerate() {
+        if !b.is_ascii_digit() {
+            return (i > 0).then_some((v, &s[i..]));
+        }
+        v = v * 10 + u32::from(b - b'0');
+    }
+    let (v, rest) = uint(s)?;
+    Some((u32::try_from(v).ok()?, rest))
+}
+
+/// Parses one print (starting at `[rank=`, ending before the next tag or the line end).
+pub fn parse_print(print: &[u8]) -> Option<Print<'_>> {
+    let (rank, pp, body) = tag(print)?;
     let event = match pp {
-        // A pipeline print keeps no text: read on bytes, its one place for text other than
-        // ASCII (what follows its last figure) checked on its own.
         Some(pp) => Event::Pipeline {
             pp,
-            point: pipeline(trim_end_bytes(body))?,
+            point: pipeline_body(body)?,
         },
         None => plain(trim_end(str::from_utf8(body).ok()?))?,
     };
     Some(Print { rank, event })
+}
+
+/// What a pipeline print says after its tag ([`tag`]).
+///
+/// It keeps no text: read on bytes, its places for text other than ASCII (the label's free
+/// text, what follows its last figure) checked on their own.
+pub fn pipeline_body(body: &[u8]) -> Option<PipelinePoint> {
+    pipeline(trim_end_bytes(body))
 }
 
 fn plain(body: &str) -> Option<Event<'_>> {

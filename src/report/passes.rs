@@ -19,7 +19,7 @@
 //!   reports its steps in one line each instead of holding (and writing) every print.
 
 use super::mapped::Mapped;
-use super::parse::{Event, PipelineKind, TRAILING, parse_print, uint};
+use super::parse::{Event, PipelineKind, TRAILING, parse_print, tag};
 use super::saved;
 use super::schema::{
     ExpertProbe, GroupSizeFrom, LastPoint, LayerProbe, PassSummary, PipelineEntry, PointSource,
@@ -29,24 +29,17 @@ use super::schema::{
 /// The rank of a detail print (see the module doc), or `None` for any other print (those are
 /// parsed as they are read).
 pub fn detail_rank(print: &[u8]) -> Option<u32> {
-    let rest = print.strip_prefix(b"[rank=")?;
-    // The usual tag, `[rank=N] ` with N below 10^6, without the general parse.
-    let digits = rest
-        .iter()
-        .take(7)
-        .take_while(|b| b.is_ascii_digit())
-        .count();
-    let (rank, body) = if (1..7).contains(&digits) {
-        let rank = rest[..digits]
-            .iter()
-            .fold(0u32, |v, &d| v * 10 + u32::from(d - b'0'));
-        (rank, rest[digits..].strip_prefix(b"] ")?)
-    } else {
-        let (rank, rest) = uint(rest)?;
-        (u32::try_from(rank).ok()?, rest.strip_prefix(b"] ")?)
-    };
+    match tag(print)? {
+        (rank, None, body) => is_detail_body(body).then_some(rank),
+        (_, Some(_), _) => None,
+    }
+}
+
+/// Whether the body of a print without a stage (after `[rank=R] `) is a detail print's.
+#[inline]
+pub fn is_detail_body(body: &[u8]) -> bool {
     if body.starts_with(b"  ") {
-        return Some(rank);
+        return true;
     }
     let trailing = body
         .iter()
@@ -54,7 +47,7 @@ pub fn detail_rank(print: &[u8]) -> Option<u32> {
         .take_while(|&&b| TRAILING.contains(&char::from(b)))
         .count();
     let body = &body[..body.len() - trailing];
-    (body.starts_with(b"layer") && body.ends_with(b" saved tensors:")).then_some(rank)
+    body.starts_with(b"layer") && body.ends_with(b" saved tensors:")
 }
 
 /// A detail print of the pass being read: where its bytes are (in [`OpenPass::raw`], or in the

@@ -60,6 +60,7 @@ pub struct Run {
     /// The prints' peak beside PithTrain's step peaks and the step-0 memory snapshots.
     pub memory: MemoryView,
     /// One entry per rank that printed (or the `--rank` selection), by rank.
+    #[serde(serialize_with = "super::render::json::serialize_ranks")]
     pub ranks: Vec<RankReport>,
     /// PithTrain's memory estimator beside the prints; `None` unless `--estimate` was given.
     pub estimate: Option<EstimateSection>,

@@ -9,11 +9,10 @@
 pub mod doc;
 pub mod estimate;
 pub mod html;
+pub mod json;
 pub mod markdown;
 pub mod text;
 pub mod view;
-
-use std::io::Write as _;
 
 use super::Report;
 
@@ -40,18 +39,11 @@ pub fn render(report: &Report, format: Format, color: bool) -> String {
     }
 }
 
-/// Writes the report as JSON with a trailing newline, without building it in memory first:
-/// indented for a person (`pretty`, a terminal), else on one line, which scripts read and
-/// which is written in less than half the time and bytes.
+/// Writes the report as JSON with a trailing newline: indented for a person (`pretty`, a
+/// terminal), else on one line, which scripts read and which is written in less than half the
+/// time and bytes ([`json::write`]).
 pub fn write_json(report: &Report, pretty: bool, out: impl std::io::Write) -> std::io::Result<()> {
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
-    if pretty {
-        serde_json::to_writer_pretty(&mut out, report)?;
-    } else {
-        serde_json::to_writer(&mut out, report)?;
-    }
-    out.write_all(b"\n")?;
-    out.flush()
+    json::write(report, pretty, out)
 }
 
 /// The report as pretty JSON with a trailing newline.
