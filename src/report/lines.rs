@@ -857,44 +857,48 @@ fn scan_region_lines(region: &[u8], mut hit_line: impl FnMut(usize, usize, Needl
     // The line being walked: its needles but the tag, its tags, the first one's offset,
     // whether it holds an escape byte.
     let (mut found, mut tags, mut first_tag, mut escape) = (0 as Needles, 0u32, 0usize, false);
-    marks::each_block(region, |base, mut mask| {
-        while mask != 0 {
-            let at = base + mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            match region[at] {
-                b'\n' => {
-                    let needles = found | Needles::from(tags > 0);
-                    if needles != 0 {
-                        let shape = if tags == 1 && !escape {
-                            Shape::OnePrint(first_tag)
-                        } else {
-                            Shape::Other
-                        };
-                        hit_line(start, at, needles, shape);
-                    }
-                    start = at + 1;
-                    line_ends += 1;
-                    (tags, first_tag, escape) = (0, 0, false);
-                    found = 0;
-                }
-                b'[' => {
-                    if region[at..].starts_with(RANK_TAG) {
-                        if tags == 0 {
-                            first_tag = at - start;
+    marks::each_block(region, |run, masks| {
+        for (k, &mask) in masks.iter().enumerate() {
+            let base = run + 64 * k;
+            let mut mask = mask;
+            while mask != 0 {
+                let at = base + mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                match region[at] {
+                    b'\n' => {
+                        let needles = found | Needles::from(tags > 0);
+                        if needles != 0 {
+                            let shape = if tags == 1 && !escape {
+                                Shape::OnePrint(first_tag)
+                            } else {
+                                Shape::Other
+                            };
+                            hit_line(start, at, needles, shape);
                         }
-                        tags += 1;
+                        start = at + 1;
+                        line_ends += 1;
+                        (tags, first_tag, escape) = (0, 0, false);
+                        found = 0;
                     }
-                }
-                0x1b => escape = true,
-                b'|' => {
-                    if region[at..].starts_with(STEP_NEEDLE) {
-                        found |= STEP_BIT;
+                    b'[' => {
+                        if region[at..].starts_with(RANK_TAG) {
+                            if tags == 0 {
+                                first_tag = at - start;
+                            }
+                            tags += 1;
+                        }
                     }
-                }
-                _ => {
-                    // The `U` of `CUDA`, the needle's second byte.
-                    if at > 0 && region[at - 1..].starts_with(OOM_NEEDLE) {
-                        found |= OOM_BIT;
+                    0x1b => escape = true,
+                    b'|' => {
+                        if region[at..].starts_with(STEP_NEEDLE) {
+                            found |= STEP_BIT;
+                        }
+                    }
+                    _ => {
+                        // The `U` of `CUDA`, the needle's second byte.
+                        if at > 0 && region[at - 1..].starts_with(OOM_NEEDLE) {
+                            found |= OOM_BIT;
+                        }
                     }
                 }
             }

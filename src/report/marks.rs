@@ -2,10 +2,12 @@
 //! tag may start), the escape byte, and the probe bytes of the step and OOM needles (`|`, the
 //! `U` of `CUDA`).
 //!
-//! Contract: [`each_block`] calls its visitor with the offset of each 64-byte block of the
-//! input, in order, and a mask whose bit `i` is set exactly when the byte at `offset + i` is
-//! one of [`MARKS`] (the last block may be shorter; its mask has no bit past the input). The
-//! visitor may stop the pass by returning `false`.
+//! Contract: [`each_block`] calls its visitor with the offset of a run of 64-byte blocks of
+//! the input and their masks, runs in order, up to [`RUN`] blocks each: bit `i` of mask `k` is
+//! set exactly when the byte at `offset + 64·k + i` is one of [`MARKS`] (the last block may
+//! be shorter; its mask has no bit past the input). The visitor may stop the pass by
+//! returning `false`. (Blocks come by runs so that the visitor, too big to be inlined, is
+//! called once per kilobyte rather than once per block.)
 //!
 //! Why by hand: `memchr` finds at most three bytes at once, so a walk over a print-dense region
 //! needed a `memchr3` call per line and two more passes (memmem) for the step and OOM needles.
@@ -16,10 +18,13 @@
 /// The bytes marked.
 pub const MARKS: [u8; 5] = [b'\n', b'[', 0x1b, b'|', b'U'];
 
-/// Calls `visit(offset, mask)` for each 64-byte block of `bytes` (see the module doc) until it
-/// returns `false`.
+/// The most blocks handed to the visitor at once.
+pub const RUN: usize = 16;
+
+/// Calls `visit(offset, masks)` for each run of 64-byte blocks of `bytes` (see the module
+/// doc) until it returns `false`.
 #[inline(always)]
-pub fn each_block(bytes: &[u8], visit: impl FnMut(usize, u64) -> bool) {
+pub fn each_block(bytes: &[u8], visit: impl FnMut(usize, &[u64]) -> bool) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -39,18 +44,24 @@ pub fn each_block(bytes: &[u8], visit: impl FnMut(usize, u64) -> bool) {
 fn blocks(
     bytes: &[u8],
     mask: impl Fn(&[u8; 64]) -> u64,
-    mut visit: impl FnMut(usize, u64) -> bool,
+    mut visit: impl FnMut(usize, &[u64]) -> bool,
 ) {
+    let mut masks = [0u64; RUN];
     let mut at = 0;
-    while let Some(block) = bytes.get(at..at + 64) {
-        let block: &[u8; 64] = block.try_into().expect("64 bytes");
-        if !visit(at, mask(block)) {
+    while at < bytes.len() {
+        let run = &bytes[at..bytes.len().min(at + 64 * RUN)];
+        let mut n = 0;
+        for block in run.chunks(64) {
+            masks[n] = match block.try_into() {
+                Ok(block) => mask(block),
+                Err(_) => tail_mask(block),
+            };
+            n += 1;
+        }
+        if !visit(at, &masks[..n]) {
             return;
         }
-        at += 64;
-    }
-    if at < bytes.len() {
-        visit(at, tail_mask(&bytes[at..]));
+        at += run.len();
     }
 }
 
@@ -80,7 +91,7 @@ mod x86 {
     /// # Safety
     /// The CPU must have AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn each_block_avx2(bytes: &[u8], visit: impl FnMut(usize, u64) -> bool) {
+    pub(super) unsafe fn each_block_avx2(bytes: &[u8], visit: impl FnMut(usize, &[u64]) -> bool) {
         let marks = MARKS.map(|b| _mm256_set1_epi8(b as i8));
         let half = |p: *const u8| {
             // SAFETY: `p` points at 32 readable bytes (a half of a 64-byte block).
@@ -108,7 +119,7 @@ mod x86 {
     /// # Safety
     /// The CPU must have SSE2 (every x86_64 CPU has).
     #[target_feature(enable = "sse2")]
-    pub(super) unsafe fn each_block_sse2(bytes: &[u8], visit: impl FnMut(usize, u64) -> bool) {
+    pub(super) unsafe fn each_block_sse2(bytes: &[u8], visit: impl FnMut(usize, &[u64]) -> bool) {
         let marks = MARKS.map(|b| _mm_set1_epi8(b as i8));
         let quarter = |p: *const u8| {
             // SAFETY: `p` points at 16 readable bytes (a quarter of a 64-byte block).
@@ -136,13 +147,17 @@ mod x86 {
 mod tests {
     use super::*;
 
-    fn masks(bytes: &[u8], each: impl Fn(&[u8], &mut dyn FnMut(usize, u64) -> bool)) -> Vec<u64> {
+    fn masks(
+        bytes: &[u8],
+        each: impl Fn(&[u8], &mut dyn FnMut(usize, &[u64]) -> bool),
+    ) -> Vec<u64> {
         let mut out = Vec::new();
         let mut next = 0;
         each(bytes, &mut |at, m| {
-            assert_eq!(at, next, "blocks in order");
-            next += 64;
-            out.push(m);
+            assert_eq!(at, next, "runs in order");
+            assert!(!m.is_empty() && m.len() <= RUN);
+            next += 64 * m.len();
+            out.extend_from_slice(m);
             true
         });
         out
@@ -151,7 +166,7 @@ mod tests {
     #[test]
     fn every_way_finds_each_mark_and_nothing_else() {
         // Every byte value at every place of a block, marks among them, and a short tail.
-        let bytes: Vec<u8> = (0..64 * 9 + 37)
+        let bytes: Vec<u8> = (0..64 * 39 + 37)
             .map(|i: usize| (i * 37 + i / 64) as u8)
             .chain(MARKS.iter().copied().cycle().take(70))
             .collect();
@@ -178,7 +193,7 @@ mod tests {
     #[test]
     fn the_visitor_stops_the_pass() {
         let mut seen = 0;
-        each_block(&[b'\n'; 640], |_, _| {
+        each_block(&[b'\n'; 64 * RUN * 10], |_, _| {
             seen += 1;
             seen < 3
         });

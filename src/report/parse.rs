@@ -383,7 +383,13 @@ fn split_once_bytes<'a>(s: &'a [u8], needle: &[u8]) -> Option<(&'a [u8], &'a [u8
 
 /// A loop index or count as `str::parse::<u32>` reads it (a `+` sign allowed, nothing else).
 fn index(s: &[u8]) -> Option<u32> {
-    str::from_utf8(s).ok()?.parse().ok()
+    let digits = s.strip_prefix(b"+").unwrap_or(s);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits.iter().try_fold(0u32, |v, &d| {
+        v.checked_mul(10)?.checked_add(u32::from(d - b'0'))
+    })
 }
 
 /// The schedule point of a pipeline print's label: its kind, `i=I` and the `N` of `(N …)`.
@@ -440,7 +446,9 @@ fn pipeline(body: &[u8]) -> Option<PipelinePoint> {
     let (label, value) = split_at_colon_space(body)?;
     // The label's free text (a mnemonic, `end of pipeline`) must be text, as a print read as
     // text must.
-    str::from_utf8(label).ok()?;
+    if !label.is_ascii() {
+        str::from_utf8(label).ok()?;
+    }
     let (kind, i, count) = pipeline_label(label)?;
     // The figures: `strip_prefix` of a byte string is a compare of known length.
     let (allocated, rest) = gib_bytes(value)?;
@@ -457,7 +465,9 @@ fn pipeline(body: &[u8]) -> Option<PipelinePoint> {
     let (detail, rest) = detail_figures(rest.strip_prefix(b" | alloc=")?)?;
     end_bytes(rest)?;
     // What a print read as text would have refused.
-    str::from_utf8(rest).ok()?;
+    if !rest.is_ascii() {
+        str::from_utf8(rest).ok()?;
+    }
     Some(PipelinePoint {
         kind,
         i,
@@ -1224,6 +1234,13 @@ mod tests {
                 }
                 body
             })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn index_reads_what_str_parse_reads(text in "[+-]?[0-9]{0,12}[ a+]?[0-9]{0,2}") {
+            proptest::prop_assert_eq!(index(text.as_bytes()), text.parse::<u32>().ok());
+        }
     }
 
     proptest::proptest! {
