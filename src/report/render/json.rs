@@ -9,7 +9,7 @@
 //! [`Run::ranks`]: crate::report::schema::Run::ranks
 
 use std::cell::RefCell;
-use std::io;
+use std::io::{self, Write as _};
 
 use rayon::prelude::*;
 use serde::Serializer;
@@ -27,10 +27,8 @@ thread_local! {
 }
 
 /// Writes `report` as JSON and a newline (see the module doc).
-pub fn write(report: &Report, pretty: bool, mut out: impl io::Write) -> io::Result<()> {
-    // Into memory, then one write: serde_json's many small writes cost less on a Vec than
-    // through a BufWriter.
-    let mut text = Vec::with_capacity(1 << 20);
+pub fn write(report: &Report, pretty: bool, out: impl io::Write) -> io::Result<()> {
+    let mut text = io::BufWriter::with_capacity(1 << 20, out);
     if pretty {
         serde_json::to_writer_pretty(&mut text, report)?;
     } else {
@@ -52,9 +50,8 @@ pub fn write(report: &Report, pretty: bool, mut out: impl io::Write) -> io::Resu
         RENDERED.with(|r| r.borrow_mut().clear());
         written?;
     }
-    text.push(b'\n');
-    out.write_all(&text)?;
-    out.flush()
+    text.write_all(b"\n")?;
+    text.flush()
 }
 
 /// Serialises a run's ranks: as [`write`] rendered them ahead, when it did, else one by one.
