@@ -438,10 +438,11 @@ impl Fields {
     #[inline(always)]
     fn of(items: &[(Val, Val)]) -> Self {
         let mut found = [ABSENT; KEY_COUNT];
-        for &(k, v) in items {
+        // Last to first, each key overwriting: the first occurrence is written last, without
+        // a test of the slot per item.
+        for &(k, v) in items.iter().rev() {
             if k.is(Tag::Str)
                 && let Some(slot) = found.get_mut(k.id() as usize)
-                && *slot == ABSENT
             {
                 *slot = v;
             }
@@ -471,15 +472,22 @@ struct Placed(Vec<u64>);
 
 impl Placed {
     /// Marks `id`; `false` if it was marked already.
-    #[inline]
+    #[inline(always)]
     fn mark(&mut self, id: u32) -> bool {
         let (word, bit) = (id as usize / 64, id % 64);
         if word >= self.0.len() {
-            self.0.resize(word + 1, 0);
+            self.grow(word);
         }
         let was = self.0[word] >> bit & 1 == 1;
         self.0[word] |= 1 << bit;
         !was
+    }
+
+    /// Room for word `word`: once every 64 records, so kept out of [`Placed::mark`].
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, word: usize) {
+        self.0.resize(word + 1, 0);
     }
 }
 
@@ -735,26 +743,15 @@ impl SnapshotBuilder {
         })
     }
 
-    #[inline]
+    /// Marks a record as placed in a list or dict; `Err` when it already was.
+    #[inline(always)]
     fn place(&mut self, v: Val) -> Result<(), String> {
         let fresh = match v.tag() {
             Tag::Trace => self.placed_traces.mark(v.id()),
             Tag::Block => self.placed_blocks.mark(v.id()),
             _ => true,
         };
-        if fresh {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} {} is referenced a second time: PyTorch writes each once, and a shared one would be expanded in full, so it is refused",
-                if v.is(Tag::Trace) {
-                    "trace entry"
-                } else {
-                    "block"
-                },
-                v.id()
-            ))
-        }
+        if fresh { Ok(()) } else { Err(placed_twice(v)) }
     }
 
     fn take_list(&mut self, v: Val, path: &str) -> Result<ListBody, SnapshotError> {
@@ -982,6 +979,21 @@ fn shape(path: &str, reason: &str) -> SnapshotError {
     }
 }
 
+/// Why record `v` cannot be placed again.
+#[cold]
+#[inline(never)]
+fn placed_twice(v: Val) -> String {
+    format!(
+        "{} {} is referenced a second time: PyTorch writes each once, and a shared one would be expanded in full, so it is refused",
+        if v.is(Tag::Trace) {
+            "trace entry"
+        } else {
+            "block"
+        },
+        v.id()
+    )
+}
+
 #[cold]
 fn too_many_records() -> String {
     format!(
@@ -1035,15 +1047,35 @@ impl Build for SnapshotBuilder {
     fn new_list(&mut self) -> ListAcc {
         ListAcc::Empty
     }
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, list: &mut ListAcc, item: Val) -> Result<(), String> {
+        // A trace's next entry extends its run: inlined where the reader appends entries.
+        if let ListAcc::Run { kind, first, len } = list
+            && item.is(*kind)
+            && item.id() == *first + *len
+        {
+            self.place(item)?;
+            *len += 1;
+            return Ok(());
+        }
+        self.push_other(list, item)
+    }
+    fn list(&mut self, list: ListAcc, tuple: bool) -> Result<Val, String> {
+        self.finish_list(list, tuple)
+    }
+    #[inline]
+    fn dict(&mut self, items: &mut Vec<(Val, Val)>) -> Result<Val, String> {
+        self.finish_dict(items)
+    }
+}
+
+/// The bodies of [`Build`] methods kept out of line, so the reader's hot paths stay small.
+impl SnapshotBuilder {
+    /// [`Build::push`] of anything but the next record of a run.
+    #[inline(never)]
+    fn push_other(&mut self, list: &mut ListAcc, item: Val) -> Result<(), String> {
         let tag = item.tag();
         match list {
-            ListAcc::Run { kind, first, len } if *kind == tag && item.id() == *first + *len => {
-                self.place(item)?;
-                *len += 1;
-                return Ok(());
-            }
             ListAcc::Empty if matches!(tag, Tag::Trace | Tag::Block) => {
                 self.place(item)?;
                 *list = ListAcc::Run {
@@ -1079,9 +1111,9 @@ impl Build for SnapshotBuilder {
         };
         self.count_generic(vals.len())?;
         *list = ListAcc::Vals(vals);
-        self.push(list, item)
+        self.push_other(list, item)
     }
-    fn list(&mut self, list: ListAcc, _tuple: bool) -> Result<Val, String> {
+    fn finish_list(&mut self, list: ListAcc, _tuple: bool) -> Result<Val, String> {
         let body = match list {
             ListAcc::Empty => return Ok(Val(Tag::EmptyList as u64)),
             ListAcc::Frames(ids) => {
@@ -1100,8 +1132,10 @@ impl Build for SnapshotBuilder {
         self.lists.push(Some(body));
         Ok(Val::of(Tag::List, (self.lists.len() - 1) as u32))
     }
+    /// [`Build::dict`]: a trace entry, a block or a frame becomes a record, anything else is
+    /// kept as a generic dict.
     #[inline]
-    fn dict(&mut self, items: &mut Vec<(Val, Val)>) -> Result<Val, String> {
+    fn finish_dict(&mut self, items: &mut Vec<(Val, Val)>) -> Result<Val, String> {
         let fields = Fields::of(items);
         if fields.get(key::ACTION).is_some()
             && let Ok(entry) = self.trace_entry(&fields)
@@ -1241,6 +1275,84 @@ mod tests {
         assert!(
             e.starts_with("pickle exceeds a limit: APPENDS at byte"),
             "{e}"
+        );
+    }
+
+    /// A trace entry's fields come from the first occurrence of each key, whether the entry
+    /// is read by the flat-dict path (`}`, MARK, items, SETITEMS) or the general one (MARK,
+    /// items, DICT); widths of `LONG1` from 0 to 8 bytes, negative ones refused alike.
+    #[test]
+    fn trace_entry_fields_read_alike_on_both_paths() {
+        let head = b"\x80\x04}(\x8c\x08segments]\x8c\x0ddevice_traces](](";
+        let key = |out: &mut Vec<u8>, name: &str| {
+            out.extend_from_slice(&[0x8c, name.len() as u8]);
+            out.extend_from_slice(name.as_bytes());
+        };
+        let long = |out: &mut Vec<u8>, bytes: &[u8]| {
+            out.extend_from_slice(&[0x8a, bytes.len() as u8]);
+            out.extend_from_slice(bytes);
+        };
+        let widths: [&[u8]; 6] = [
+            &[],
+            &[0x05],
+            &[0xff, 0x00],
+            &[0x01, 0x02, 0x03, 0x04, 0x05],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
+            &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80],
+        ];
+        let mut items = Vec::new();
+        for (k, addr) in widths.iter().enumerate() {
+            let mut entry = Vec::new();
+            key(&mut entry, "action");
+            key(&mut entry, "alloc");
+            key(&mut entry, "addr");
+            long(&mut entry, addr);
+            key(&mut entry, "size");
+            entry.extend_from_slice(&[b'K', k as u8]);
+            key(&mut entry, "time_us");
+            long(&mut entry, widths[5 - k]);
+            // Later duplicates are ignored.
+            key(&mut entry, "size");
+            entry.extend_from_slice(b"K\xff");
+            key(&mut entry, "addr");
+            entry.extend_from_slice(b"K\x07");
+            items.push(entry);
+        }
+        let read = |items: &[Vec<u8>], flat: bool| {
+            let mut b = head.to_vec();
+            for entry in items {
+                b.extend_from_slice(if flat { b"}(" } else { b"(" });
+                b.extend_from_slice(entry);
+                b.push(if flat { b'u' } else { b'd' });
+            }
+            b.extend_from_slice(b"eeu.");
+            Snapshot::read(&b[..]).map_err(|e| e.to_string())
+        };
+        let (flat, general) = (read(&items, true), read(&items, false));
+        // The last address is negative: refused, and alike.
+        assert_eq!(
+            flat.as_ref().map(|s| s.device_traces.clone()).unwrap_err(),
+            general
+                .as_ref()
+                .map(|s| s.device_traces.clone())
+                .unwrap_err()
+        );
+        items.pop();
+        let (flat, general) = (read(&items, true).unwrap(), read(&items, false).unwrap());
+        assert_eq!(flat.device_traces, general.device_traces);
+        let seen: Vec<(u64, u64, i64)> = flat.device_traces[0]
+            .iter()
+            .map(|e| (e.addr, e.size, e.time_us))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (0, 0, i64::MIN),
+                (5, 1, i64::MAX),
+                (255, 2, 0x0504030201),
+                (0x0504030201, 3, 255),
+                (i64::MAX as u64, 4, 5),
+            ]
         );
     }
 }

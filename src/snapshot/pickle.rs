@@ -285,6 +285,17 @@ pub fn decode_long(le_bytes: &[u8]) -> Result<i64, &[u8]> {
     Ok(i64::from_le_bytes(buf))
 }
 
+/// The int of the first `n` (1 to 8) bytes of `eight`, little-endian two's complement: what
+/// [`decode_long`] gives for `&eight[..n]`, without its byte loop and copy. The flat-dict path
+/// reads every trace entry's address and time this way (two `LONG1`s an entry).
+#[inline(always)]
+fn short_long(eight: [u8; 8], n: usize) -> i64 {
+    debug_assert!((1..=8).contains(&n));
+    // Shift the n bytes to the top, then back down with the sign: the bytes after them fall off.
+    let shift = 64 - 8 * n as u32;
+    (i64::from_le_bytes(eight) << shift) >> shift
+}
+
 /// The name pickletools gives an opcode byte, if it is one.
 pub fn opcode_name(code: u8) -> Option<&'static str> {
     Some(match code {
@@ -601,9 +612,48 @@ impl<V: Clone + PartialEq> Memo<V> {
         }
     }
 
+    /// The value and depth in slot `index` when it holds a finished value: [`Memo::get`] for
+    /// the flat-dict path, which needs nothing else, in one test of the state.
+    #[inline(always)]
+    fn ready<B: Build<Value = V>>(&self, index: usize, builder: &B) -> Option<(V, u16)> {
+        match self.chunks.get(index / MEMO_CHUNK)? {
+            MemoChunk::Slots(slots) => {
+                let m = slots.get(index % MEMO_CHUNK)?;
+                (m.state == MemoState::Ready).then(|| (m.value.clone(), m.aux as u16))
+            }
+            MemoChunk::Run { first, depth, len } => {
+                let offset = (index % MEMO_CHUNK) as u32;
+                (offset < *len).then(|| {
+                    let value = builder.run_value(first, offset);
+                    (value.expect("a run's values exist"), *depth)
+                })
+            }
+        }
+    }
+
     /// Stores `entry` at slot `index` (the caller checked the limits).
-    #[inline]
+    #[inline(always)]
     fn set<B: Build<Value = V>>(&mut self, index: usize, entry: MemoEntry<V>, builder: &B) {
+        // The next value of a run (a trace's next entry dict), inlined where the reader
+        // memoizes one; [`Memo::set_other`] does the same for it, more slowly.
+        if index == self.len
+            && entry.state == MemoState::Ready
+            && let Some(MemoChunk::Run { first, depth, len }) =
+                self.chunks.get_mut(index / MEMO_CHUNK)
+            && index % MEMO_CHUNK == *len as usize
+            && entry.aux == u32::from(*depth)
+            && builder.run_value(first, *len).as_ref() == Some(&entry.value)
+        {
+            *len += 1;
+            self.len += 1;
+            return;
+        }
+        self.set_other(index, entry, builder);
+    }
+
+    /// [`Memo::set`] of anything.
+    #[inline(never)]
+    fn set_other<B: Build<Value = V>>(&mut self, index: usize, entry: MemoEntry<V>, builder: &B) {
         let (c, offset) = (index / MEMO_CHUNK, index % MEMO_CHUNK);
         let ready = entry.state == MemoState::Ready;
         if index == self.len && offset == 0 && c == self.chunks.len() {
@@ -926,99 +976,27 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             return Ok(None);
         }
         self.scratch.clear();
-        let mut key = None;
         let mut depth = 0;
         loop {
-            let Some(&op) = w.get(i) else {
+            let key = match flat_item(w, &mut i, &self.memo, &mut *self.builder) {
+                FlatItem::Value(v, d) => {
+                    depth = depth.max(d);
+                    v
+                }
+                FlatItem::End => break,
+                FlatItem::Other => return Ok(None),
+            };
+            // SETITEMS here would leave the key alone: the general path reports it.
+            let FlatItem::Value(value, d) = flat_item(w, &mut i, &self.memo, &mut *self.builder)
+            else {
                 return Ok(None);
             };
-            // A frame boundary may fall between any two opcodes; its length is only a hint.
-            if op == 0x95 && w.len() > i + 8 {
-                i += 9;
-                continue;
-            }
-            let (value, len) = match op {
-                b'u' => break,
-                b'h' | b'j' => {
-                    let (index, len) = if op == b'h' {
-                        match w.get(i + 1) {
-                            Some(&b) => (usize::from(b), 2),
-                            None => return Ok(None),
-                        }
-                    } else if w.len() > i + 4 {
-                        (u32_at(w, i + 1) as usize, 5)
-                    } else {
-                        return Ok(None);
-                    };
-                    match self.memo.get(index, &*self.builder) {
-                        Some(m) if m.state == MemoState::Ready => {
-                            depth = depth.max(m.aux as u16);
-                            (m.value, len)
-                        }
-                        _ => return Ok(None),
-                    }
-                }
-                b'K' => match w.get(i + 1) {
-                    Some(&b) => (self.builder.int(b.into()), 2),
-                    None => return Ok(None),
-                },
-                b'M' if w.len() > i + 2 => {
-                    let v = u16::from_le_bytes([w[i + 1], w[i + 2]]);
-                    (self.builder.int(v.into()), 3)
-                }
-                b'J' if w.len() > i + 4 => {
-                    (self.builder.int(i64::from(u32_at(w, i + 1) as i32)), 5)
-                }
-                0x8a => {
-                    let Some(&n) = w.get(i + 1) else {
-                        return Ok(None);
-                    };
-                    let n = usize::from(n);
-                    match w.get(i + 2..i + 2 + n) {
-                        Some(bytes) if n <= 8 => match decode_long(bytes) {
-                            Ok(v) => (self.builder.int(v), 2 + n),
-                            Err(_) => return Ok(None),
-                        },
-                        _ => return Ok(None),
-                    }
-                }
-                b'N' => (self.builder.none(), 1),
-                0x88 | 0x89 => (self.builder.bool(op == 0x88), 1),
-                b'G' => match w.get(i + 1..i + 9) {
-                    Some(b) => (
-                        self.builder
-                            .float(f64::from_be_bytes(b.try_into().expect("8 bytes"))),
-                        9,
-                    ),
-                    None => return Ok(None),
-                },
-                0x8c => {
-                    let Some(&n) = w.get(i + 1) else {
-                        return Ok(None);
-                    };
-                    let end = i + 2 + usize::from(n);
-                    // A string memoized here changes the memo: the general path does that.
-                    match (w.get(i + 2..end), w.get(end)) {
-                        (Some(bytes), Some(next)) if !matches!(next, 0x94 | b'q' | b'r') => {
-                            match std::str::from_utf8(bytes) {
-                                Ok(s) => (self.builder.str(s), end - i),
-                                Err(_) => return Ok(None),
-                            }
-                        }
-                        _ => return Ok(None),
-                    }
-                }
-                _ => return Ok(None),
-            };
-            i += len;
-            match key.take() {
-                None => key = Some(value),
-                Some(k) => self.scratch.push((k, value)),
-            }
+            depth = depth.max(d);
+            self.scratch.push((key, value));
         }
-        // An odd item, a full batch (pickle writes at most 1000 pairs per SETITEMS, so another
-        // may follow) or a MARK after it: the general path decides.
-        if key.is_some() || self.scratch.len() >= 1000 || w.get(i + 1) == Some(&b'(') {
+        // A full batch (pickle writes at most 1000 pairs per SETITEMS, so another may follow) or
+        // a MARK after it: the general path decides.
+        if self.scratch.len() >= 1000 || w.get(i + 1) == Some(&b'(') {
             return Ok(None);
         }
         let depth = depth + 1;
@@ -1534,6 +1512,115 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 
+/// What [`flat_item`] read.
+enum FlatItem<V> {
+    /// A key or value, with its depth.
+    Value(V, u16),
+    /// `SETITEMS`.
+    End,
+    /// An opcode that leaves the whole dict to the general path.
+    Other,
+}
+
+/// Reads the scalar or memo reference at `w[*at..]` for [`Machine::flat_dict`], skipping any
+/// `FRAME` before it, and moves `*at` past it (at `SETITEMS`, onto it). The dict reads its
+/// key and then its value with it, instead of one loop alternating between the two; a free
+/// function, so that it can borrow the memo and builder while `w` borrows the input.
+#[inline(always)]
+fn flat_item<B: Build>(
+    w: &[u8],
+    at: &mut usize,
+    memo: &Memo<B::Value>,
+    builder: &mut B,
+) -> FlatItem<B::Value> {
+    loop {
+        let i = *at;
+        let Some(&op) = w.get(i) else {
+            return FlatItem::Other;
+        };
+        let (value, len) = match op {
+            b'u' => return FlatItem::End,
+            // A frame boundary may fall between any two opcodes; its length is only a hint.
+            0x95 if w.len() > i + 8 => {
+                *at += 9;
+                continue;
+            }
+            b'h' | b'j' => {
+                let (index, len) = if op == b'h' {
+                    match w.get(i + 1) {
+                        Some(&b) => (usize::from(b), 2),
+                        None => return FlatItem::Other,
+                    }
+                } else if w.len() > i + 4 {
+                    (u32_at(w, i + 1) as usize, 5)
+                } else {
+                    return FlatItem::Other;
+                };
+                match memo.ready(index, &*builder) {
+                    Some((value, d)) => {
+                        *at += len;
+                        return FlatItem::Value(value, d);
+                    }
+                    None => return FlatItem::Other,
+                }
+            }
+            b'K' => match w.get(i + 1) {
+                Some(&b) => (builder.int(b.into()), 2),
+                None => return FlatItem::Other,
+            },
+            b'M' if w.len() > i + 2 => {
+                let v = u16::from_le_bytes([w[i + 1], w[i + 2]]);
+                (builder.int(v.into()), 3)
+            }
+            b'J' if w.len() > i + 4 => (builder.int(i64::from(u32_at(w, i + 1) as i32)), 5),
+            0x8a => {
+                let Some(&n) = w.get(i + 1) else {
+                    return FlatItem::Other;
+                };
+                let n = usize::from(n);
+                // Eight bytes at once when the window has them (all but its last few).
+                let v = match (n, w.get(i + 2..i + 10)) {
+                    (1..=8, Some(eight)) => short_long(eight.try_into().expect("8 bytes"), n),
+                    (0..=8, _) => match w.get(i + 2..i + 2 + n).map(decode_long) {
+                        Some(Ok(v)) => v,
+                        _ => return FlatItem::Other,
+                    },
+                    _ => return FlatItem::Other,
+                };
+                (builder.int(v), 2 + n)
+            }
+            b'N' => (builder.none(), 1),
+            0x88 | 0x89 => (builder.bool(op == 0x88), 1),
+            b'G' => match w.get(i + 1..i + 9) {
+                Some(b) => (
+                    builder.float(f64::from_be_bytes(b.try_into().expect("8 bytes"))),
+                    9,
+                ),
+                None => return FlatItem::Other,
+            },
+            0x8c => {
+                let Some(&n) = w.get(i + 1) else {
+                    return FlatItem::Other;
+                };
+                let end = i + 2 + usize::from(n);
+                // A string memoized here changes the memo: the general path does that.
+                match (w.get(i + 2..end), w.get(end)) {
+                    (Some(bytes), Some(next)) if !matches!(next, 0x94 | b'q' | b'r') => {
+                        match std::str::from_utf8(bytes) {
+                            Ok(s) => (builder.str(s), end - i),
+                            Err(_) => return FlatItem::Other,
+                        }
+                    }
+                    _ => return FlatItem::Other,
+                }
+            }
+            _ => return FlatItem::Other,
+        };
+        *at += len;
+        return FlatItem::Value(value, 0);
+    }
+}
+
 /// Why [`Machine::fill`] stopped.
 enum FillError {
     Mark,
@@ -1854,5 +1941,144 @@ mod tests {
     #[test]
     fn nothing_after_stop_is_read() {
         assert_eq!(parse(b"\x80\x02N.garbage").unwrap(), Value::None);
+    }
+
+    /// `short_long` reads what `decode_long` reads, for every width it takes.
+    #[test]
+    fn short_long_agrees_with_decode_long() {
+        let patterns: [[u8; 8]; 6] = [
+            [0; 8],
+            [0xff; 8],
+            [0x7f, 0xff, 0x80, 0x00, 0x01, 0xfe, 0x80, 0x7f],
+            [0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80],
+            [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08],
+            [0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8, 0xf7],
+        ];
+        for eight in patterns {
+            for n in 1..=8 {
+                assert_eq!(
+                    Ok(short_long(eight, n)),
+                    decode_long(&eight[..n]),
+                    "{eight:?} {n}"
+                );
+            }
+        }
+    }
+
+    mod flat {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A scalar or memo reference, as a flat dict holds them.
+        #[derive(Debug, Clone)]
+        enum Item {
+            Int1(u8),
+            Int2(u16),
+            Int4(i32),
+            Long(Vec<u8>),
+            None,
+            Bool(bool),
+            Float(f64),
+            Str(String),
+            /// A reference to one of the three strings memoized first.
+            Memo(u8),
+        }
+
+        fn item() -> impl Strategy<Value = Item> {
+            prop_oneof![
+                any::<u8>().prop_map(Item::Int1),
+                any::<u16>().prop_map(Item::Int2),
+                any::<i32>().prop_map(Item::Int4),
+                // Up to 10 bytes: the widest do not fit an i64.
+                proptest::collection::vec(any::<u8>(), 0..=10).prop_map(Item::Long),
+                Just(Item::None),
+                any::<bool>().prop_map(Item::Bool),
+                (-1e300f64..1e300).prop_map(Item::Float),
+                "[a-zé]{0,6}".prop_map(Item::Str),
+                (0u8..3).prop_map(Item::Memo),
+            ]
+        }
+
+        /// Writes `item`, after a `FRAME` when `frame`.
+        fn write(out: &mut Vec<u8>, item: &Item, frame: bool) {
+            if frame {
+                out.push(0x95);
+                out.extend_from_slice(&7u64.to_le_bytes());
+            }
+            match item {
+                Item::Int1(v) => out.extend_from_slice(&[b'K', *v]),
+                Item::Int2(v) => {
+                    out.push(b'M');
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                Item::Int4(v) => {
+                    out.push(b'J');
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                Item::Long(bytes) => {
+                    out.extend_from_slice(&[0x8a, bytes.len() as u8]);
+                    out.extend_from_slice(bytes);
+                }
+                Item::None => out.push(b'N'),
+                Item::Bool(b) => out.push(if *b { 0x88 } else { 0x89 }),
+                Item::Float(f) => {
+                    out.push(b'G');
+                    out.extend_from_slice(&f.to_be_bytes());
+                }
+                Item::Str(text) => {
+                    out.extend_from_slice(&[0x8c, text.len() as u8]);
+                    out.extend_from_slice(text.as_bytes());
+                }
+                Item::Memo(i) => out.extend_from_slice(&[b'h', *i]),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
+
+            /// A list of dicts written as `pickle.dump` writes them (`}`, MEMOIZE, MARK, items,
+            /// SETITEMS: the flat-dict path, in a batch the flat-batch path appends) reads as
+            /// the same dicts written with MARK, items, DICT (the general path), then a memo
+            /// reference to one of them. The last dict ends a few bytes before the input, so
+            /// the 8-byte reads near the window's end take their fallback.
+            #[test]
+            fn flat_dicts_read_as_the_general_path_reads_them(
+                dicts in proptest::collection::vec(
+                    proptest::collection::vec(((item(), any::<bool>()), (item(), any::<bool>())), 0..8),
+                    1..5,
+                ),
+                pick in any::<proptest::sample::Index>(),
+            ) {
+                let mut head = b"\x80\x04".to_vec();
+                for text in ["a", "bb", "\u{e9}"] {
+                    head.extend_from_slice(&[0x8c, text.len() as u8]);
+                    head.extend_from_slice(text.as_bytes());
+                    head.extend_from_slice(b"\x940");
+                }
+                let (mut fast, mut general) = (head.clone(), head);
+                fast.extend_from_slice(b"](");
+                general.extend_from_slice(b"](");
+                for pairs in &dicts {
+                    fast.extend_from_slice(b"}\x94(");
+                    general.push(b'(');
+                    for ((k, kf), (v, vf)) in pairs {
+                        for out in [&mut fast, &mut general] {
+                            write(out, k, *kf);
+                            write(out, v, *vf);
+                        }
+                    }
+                    fast.push(b'u');
+                    general.extend_from_slice(b"d\x94");
+                }
+                let back = 3 + pick.index(dicts.len()) as u8;
+                for out in [&mut fast, &mut general] {
+                    out.extend_from_slice(&[b'e', b'h', back, 0x86, b'.']);
+                }
+                let read_fast = parse(&fast).map_err(|e| e.to_string());
+                let read_general = parse(&general).map_err(|e| e.to_string());
+                prop_assert!(read_general.is_ok(), "{read_general:?}");
+                prop_assert_eq!(read_fast, read_general);
+            }
+        }
     }
 }
