@@ -316,9 +316,8 @@ impl ReportBuilder {
                     let at = at.filter(|_| map.is_some());
                     state.passes.defer(bytes, at, state.seq);
                 }
-                PreRead::Pipeline(_, pp, point) => {
-                    state.event(Event::Pipeline { pp, point }, map.as_deref());
-                }
+                // What `event` does with a pipeline print, without building the event.
+                PreRead::Pipeline(_, pp, point) => state.pipeline(pp, point, map.as_deref()),
             }
         }
         state.settle();

@@ -127,10 +127,10 @@ impl<'a> RankGroup<'a> {
         self.hits.iter().filter_map(move |hit| match *hit {
             Hit::Detail { rank, start, end } => Some(PreRead::Detail(
                 rank,
-                &region[start..end],
-                base.map(|b| b + start),
+                &region[start as usize..end as usize],
+                base.map(|b| b + start as usize),
             )),
-            Hit::Pipeline { rank, pp, k } => Some(PreRead::Pipeline(rank, pp, points[k])),
+            Hit::Pipeline { rank, pp, k } => Some(PreRead::Pipeline(rank, pp, points[k as usize])),
             Hit::Line { .. } | Hit::Steps(_) => None,
         })
     }
@@ -394,22 +394,31 @@ const GROUPED_RANKS: u32 = 1 << 16;
 /// Fewer prints in a row are handed over one by one.
 const MIN_GROUP: usize = 64;
 
-/// What [`Found::scan`] found, in file order.
+/// What [`Found::scan`] found, in file order. Offsets into a region (a chunk and its last
+/// line: far below 4 GiB) and indexes are `u32`, so that a hit takes 16 bytes: the fold, on
+/// another thread than the scan, reads every one of them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Hit {
     /// A line holding a needle: `region[start..end]` without its `\n`, at most [`LINE_CAP`]
     /// long.
     Line {
-        start: usize,
-        end: usize,
+        start: u32,
+        end: u32,
         found: Needles,
     },
     /// Consecutive step lines: `steps[k]`.
-    Steps(usize),
+    Steps(u32),
     /// A detail print: `region[start..end]`.
-    Detail { rank: u32, start: usize, end: usize },
+    Detail { rank: u32, start: u32, end: u32 },
     /// A pipeline print, parsed: `points[k]`.
-    Pipeline { rank: u32, pp: u32, k: usize },
+    Pipeline { rank: u32, pp: u32, k: u32 },
+}
+
+const _: () = assert!(std::mem::size_of::<Hit>() == 16);
+
+/// An offset or index of a [`Hit`].
+fn small(n: usize) -> u32 {
+    u32::try_from(n).expect("a region below 4 GiB")
 }
 
 impl Batch {
@@ -476,16 +485,20 @@ impl Found {
         sink: &mut impl FnMut(Item<'_>),
     ) {
         match *hit {
-            Hit::Line { start, end, found } => sink(Item::Line(&region[start..end], found)),
-            Hit::Steps(k) => sink(Item::Steps(&self.steps[k])),
+            Hit::Line { start, end, found } => {
+                sink(Item::Line(&region[start as usize..end as usize], found))
+            }
+            Hit::Steps(k) => sink(Item::Steps(&self.steps[k as usize])),
             Hit::Detail { rank, start, end } => sink(Item::Print(PreRead::Detail(
                 rank,
-                &region[start..end],
-                base.map(|b| b + start),
+                &region[start as usize..end as usize],
+                base.map(|b| b + start as usize),
             ))),
-            Hit::Pipeline { rank, pp, k } => {
-                sink(Item::Print(PreRead::Pipeline(rank, pp, self.points[k])))
-            }
+            Hit::Pipeline { rank, pp, k } => sink(Item::Print(PreRead::Pipeline(
+                rank,
+                pp,
+                self.points[k as usize],
+            ))),
         }
     }
 
@@ -525,7 +538,7 @@ impl Found {
                                 step.peak_gpu_memory,
                             ),
                             _ => {
-                                hits.push(Hit::Steps(steps.len()));
+                                hits.push(Hit::Steps(small(steps.len())));
                                 steps.push(StepRun::new(step.line()));
                             }
                         }
@@ -545,8 +558,8 @@ impl Found {
                         let at = print.as_ptr() as usize - region.as_ptr() as usize;
                         hits.push(Hit::Detail {
                             rank,
-                            start: at,
-                            end: at + print.len(),
+                            start: small(at),
+                            end: small(at + print.len()),
                         });
                         return;
                     }
@@ -554,7 +567,7 @@ impl Found {
                         hits.push(Hit::Pipeline {
                             rank,
                             pp,
-                            k: points.len(),
+                            k: small(points.len()),
                         });
                         points.push(point);
                         return;
@@ -562,7 +575,11 @@ impl Found {
                     None => {}
                 }
             }
-            hits.push(Hit::Line { start, end, found });
+            hits.push(Hit::Line {
+                start: small(start),
+                end: small(end),
+                found,
+            });
         });
         // The line ends: those the line walk counted, and the rest by one count.
         let (walked_from, walked) = walked.unwrap_or((region.len(), 0));
