@@ -17,9 +17,12 @@
 //!   not seen, and [`ScanCounts`] counts the lines that were cut and the bytes dropped. The
 //!   result does not depend on where chunks or reads happen to split the input.
 //! - Lines without a needle are only counted: the scan is memchr over whole chunks, the way grep
-//!   works (one `memchr3` pass for a rare byte of each needle, every probe checked, falling back
-//!   to one memmem pass per needle where those bytes turn out common), so its cost barely depends
-//!   on how much noise the log holds.
+//!   works (one `memchr3` pass for a rare byte of each needle, every probe checked), so its cost
+//!   barely depends on how much noise the log holds. Where those bytes turn out common the rest
+//!   of the region goes another way: where nearly every line holds a needle (memory profiling
+//!   left on at every step), one walk over the region's [`super::marks`] (line ends, `[`,
+//!   escape bytes, the step and OOM probe bytes, found 64 at a time) that also counts the lines;
+//!   else one memmem pass per needle.
 //! - [`scan`]: the calling thread reads and calls the sink; one scoped helper thread counts lines,
 //!   finds needles and folds step lines in the chunks already read, so the kernel's read copy
 //!   overlaps the scan (on a page-cached log the read is what grep spends its time on). The sink

@@ -2,7 +2,9 @@
 //! went.
 //!
 //! The flow, one module each: [`inputs`] (which files, binary ones kept out) → [`lines`]
-//! (decompress, scan, cut prints at `[rank=`, fold step lines; [`many`] for many files at once) → [`parse`] (one print → one [`parse::Event`])
+//! (decompress, scan, cut prints at `[rank=`, fold step lines; [`chunked`] for one big file on
+//! all cores, [`many`] for many files at once, [`marks`] for print-dense regions) → [`parse`]
+//! (one print → one [`parse::Event`])
 //! and [`step_and_oom`] (PithTrain's step line, the CUDA OOM line) → [`builder`] (the fold into
 //! runs, [`runs`] telling launches apart, and per rank into the types of [`schema`]; [`saved`]
 //! gives saved tensors their exact bytes) → [`summary`] (peaks, the breakdown at the peak, the
