@@ -872,69 +872,58 @@ fn scan_region_memmem(
 /// pass over the region's [`marks`] (line ends, `[`, escape bytes and the step and OOM probe
 /// bytes), each mark checked where it sits. Returns the number of line ends in `region`.
 fn scan_region_lines(region: &[u8], mut hit_line: impl FnMut(usize, usize, Needles, Shape)) -> u64 {
-    let mut start = 0;
-    let mut line_ends = 0;
-    // The line being walked: its needles but the tag, its tags, the first one's offset,
-    // whether it holds an escape byte.
-    let (mut found, mut tags, mut first_tag, mut escape) = (0 as Needles, 0u32, 0usize, false);
-    marks::each_block(region, |run, masks| {
-        for (k, &mask) in masks.iter().enumerate() {
-            let base = run + 64 * k;
-            let mut mask = mask;
-            while mask != 0 {
-                let at = base + mask.trailing_zeros() as usize;
-                mask &= mask - 1;
-                match region[at] {
-                    b'\n' => {
-                        let needles = found | Needles::from(tags > 0);
-                        if needles != 0 {
-                            let shape = if tags == 1 && !escape {
-                                Shape::OnePrint(first_tag)
-                            } else {
-                                Shape::Other
-                            };
-                            hit_line(start, at, needles, shape);
-                        }
-                        start = at + 1;
-                        line_ends += 1;
-                        (tags, first_tag, escape) = (0, 0, false);
-                        found = 0;
-                    }
-                    b'[' => {
-                        if region[at..].starts_with(RANK_TAG) {
-                            if tags == 0 {
-                                first_tag = at - start;
-                            }
-                            tags += 1;
-                        }
-                    }
-                    0x1b => escape = true,
-                    b'|' => {
-                        if region[at..].starts_with(STEP_NEEDLE) {
-                            found |= STEP_BIT;
-                        }
-                    }
-                    _ => {
-                        // The `U` of `CUDA`, the needle's second byte.
-                        if at > 0 && region[at - 1..].starts_with(OOM_NEEDLE) {
-                            found |= OOM_BIT;
-                        }
-                    }
-                }
+    let (mut start, mut line_ends) = (0, 0);
+    let mut line = LineSeen::default();
+    marks::each_mark(region, |at| match region[at] {
+        b'\n' => {
+            if line.needles() != 0 {
+                hit_line(start, at, line.needles(), line.shape());
             }
+            (start, line) = (at + 1, LineSeen::default());
+            line_ends += 1;
         }
-        true
+        b'[' if region[at..].starts_with(RANK_TAG) => {
+            if line.tags == 0 {
+                line.first_tag = at - start;
+            }
+            line.tags += 1;
+        }
+        0x1b => line.escape = true,
+        b'|' if region[at..].starts_with(STEP_NEEDLE) => line.found |= STEP_BIT,
+        // The `U` of `CUDA`, the needle's second byte.
+        b'U' if at > 0 && region[at - 1..].starts_with(OOM_NEEDLE) => line.found |= OOM_BIT,
+        _ => {}
     });
-    let found = found | Needles::from(tags > 0);
-    if start < region.len() && found != 0 {
-        let shape = if tags == 1 && !escape {
-            Shape::OnePrint(first_tag)
-        } else {
-            Shape::Other
-        };
-        hit_line(start, region.len(), found, shape);
+    if start < region.len() && line.needles() != 0 {
+        hit_line(start, region.len(), line.needles(), line.shape());
     }
     line_ends
+}
+
+/// What [`scan_region_lines`] saw of the line it is in.
+#[derive(Default)]
+struct LineSeen {
+    /// The step and OOM needles.
+    found: Needles,
+    /// Rank tags, and the first one's offset in the line.
+    tags: u32,
+    first_tag: usize,
+    /// Whether it holds an escape byte.
+    escape: bool,
+}
+
+impl LineSeen {
+    fn needles(&self) -> Needles {
+        self.found | Needles::from(self.tags > 0)
+    }
+
+    fn shape(&self) -> Shape {
+        if self.tags == 1 && !self.escape {
+            Shape::OnePrint(self.first_tag)
+        } else {
+            Shape::Other
+        }
+    }
 }
 
 /// Splits a line into memory prints, each starting with `[rank=` and running to the next tag

@@ -39,6 +39,22 @@ pub fn each_block(bytes: &[u8], visit: impl FnMut(usize, &[u64]) -> bool) {
     blocks(bytes, portable_mask, visit);
 }
 
+/// Calls `visit(offset)` for each byte of `bytes` that is one of [`MARKS`], in order.
+#[inline(always)]
+pub fn each_mark(bytes: &[u8], mut visit: impl FnMut(usize)) {
+    each_block(bytes, |run, masks| {
+        for (k, &mask) in masks.iter().enumerate() {
+            let base = run + 64 * k;
+            let mut mask = mask;
+            while mask != 0 {
+                visit(base + mask.trailing_zeros() as usize);
+                mask &= mask - 1;
+            }
+        }
+        true
+    });
+}
+
 /// The pass over the blocks with `mask` for each full one and the portable loop for the rest.
 #[inline(always)]
 fn blocks(
@@ -185,9 +201,14 @@ mod tests {
             }
         }
         let ones: u32 = want.iter().map(|m| m.count_ones()).sum();
-        let marked = bytes.iter().filter(|b| MARKS.contains(b)).count();
-        assert_eq!(ones as usize, marked);
-        assert!(marked > 70);
+        let marked: Vec<usize> = (0..bytes.len())
+            .filter(|&i| MARKS.contains(&bytes[i]))
+            .collect();
+        assert_eq!(ones as usize, marked.len());
+        assert!(marked.len() > 70);
+        let mut seen = Vec::new();
+        each_mark(&bytes, |at| seen.push(at));
+        assert_eq!(seen, marked);
     }
 
     #[test]

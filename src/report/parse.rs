@@ -484,11 +484,7 @@ fn detail(s: &str) -> Option<Detail> {
 }
 
 fn detail_after_alloc(s: &str) -> Option<Detail> {
-    detail_after_alloc_bytes(s.as_bytes())
-}
-
-fn detail_after_alloc_bytes(s: &[u8]) -> Option<Detail> {
-    let (detail, rest) = detail_figures(s)?;
+    let (detail, rest) = detail_figures(s.as_bytes())?;
     end_bytes(rest)?;
     Some(detail)
 }
@@ -529,11 +525,11 @@ fn gib_bytes(s: &[u8]) -> Option<(i64, &[u8])> {
     Some((d.bytes(GIB)?, rest))
 }
 
-#[inline(always)]
+/// [`gib_bytes`] on text.
 fn gib(s: &str) -> Option<(i64, &str)> {
-    let (d, rest) = decimal(s.as_bytes())?;
+    let (v, rest) = gib_bytes(s.as_bytes())?;
     // `decimal` consumed ASCII only, so the split is on a char boundary.
-    Some((d.bytes(GIB)?, &s[s.len() - rest.len()..]))
+    Some((v, &s[s.len() - rest.len()..]))
 }
 
 fn mib(s: &str) -> Option<(i64, &str)> {
