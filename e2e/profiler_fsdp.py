@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The saved-tensor profiler of templates/layer_helpers.py on real torch, under FSDP2 (GPU machine).
+"""The saved-tensor profiler of crates/codemod/templates/layer_helpers.py on real torch, under FSDP2 (GPU machine).
 
 One process, one GPU: a small layer (RMSNorm, a Linear, an expert weight used through a
 transposed view) is `fully_shard`ed, so its weights are gathered only when the forward runs.
@@ -7,7 +7,7 @@ The profiler is run around the forward as layer_forward runs it, and prints its 
 the same forward runs without it, and the loss and every gradient must be bit-identical
 (observation only). Exit 0 when they are.
 
-    python3 e2e/profiler_fsdp.py templates/layer_helpers.py [OLD_LAYER_HELPERS.py]
+    python3 e2e/profiler_fsdp.py crates/codemod/templates/layer_helpers.py [OLD_LAYER_HELPERS.py]
 
 An older template (whose profiler takes `(layer.idx, stage, pointers)`, the pointers collected
 before the forward) given second is run first, for comparison. On 2026-12-01 (one H200, torch

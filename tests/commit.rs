@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use codemod::{SIX, Tree, memprints};
 use commit_support::{ADD, assert_same, killed, ok, run, text, user_files};
-use memprints::write::{Lock, Options, Replacement, write_all};
+use memprints_commit::{Lock, Options, Replacement, write_all};
 
 const MODEL: &str = "pithtrain/models/tiny_moe.py";
 const EXECUTION: &str = "pithtrain/dualpipe/execution.py";

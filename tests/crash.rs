@@ -14,7 +14,7 @@ use std::process::Command;
 
 use codemod::Tree;
 use commit_support::{ADD, assert_same, instrumented, killed, ok, run, text, user_files};
-use memprints::write::{Lock, recover};
+use memprints_commit::{Lock, recover};
 
 /// More steps than any run here takes; each loop ends at the first run that is not killed.
 const MAX_STEPS: u32 = 300;
@@ -66,7 +66,7 @@ fn kill_at_every_step(
 /// Rolls back what a killed run left, as the first step of every command does.
 fn recover_in_process(tree: &Tree) {
     let lock = Lock::acquire(tree.path(), "test").unwrap();
-    recover(&lock).unwrap();
+    recover(&lock, &memprints_codemod::pithtrain::TARGET_FOLDERS).unwrap();
 }
 
 #[test]
@@ -212,7 +212,7 @@ fn run_killed_at_rename(tree: &Tree, strace: &str, args: &[&str], when: u32) -> 
         .args(args)
         .current_dir(tree.path())
         .env("PATH", "/usr/bin:/bin")
-        .env_remove(memprints::write::CRASH_AT)
+        .env_remove(memprints_commit::CRASH_AT)
         .output()
         .unwrap();
     let finished = out.status.success();

@@ -9,10 +9,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use memprints::estimate::compare::{Direction, MeasuredPrint, MeasuredSaved};
-use memprints::estimate::figures::{Source, from_driver_json};
-use memprints::estimate::schedule::PrintPoint;
-use memprints::estimate::{
+use memprints_estimate::compare::{Direction, MeasuredPrint, MeasuredSaved};
+use memprints_estimate::figures::{Source, from_driver_json};
+use memprints_estimate::schedule::PrintPoint;
+use memprints_estimate::{
     Estimate, EstimateError, EstimatorOptions, LoggedConfig, Measured, Overrides, RunSettings,
     Tolerance, compare, estimate,
 };
@@ -524,7 +524,7 @@ fn the_real_estimator_gives_the_recorded_figures() {
 /// The pipeline prints the instrumentation writes on pp rank `r` of `pp` with `n` chunks, in
 /// order (`templates/pipeline.py` inside `DualPipeV.step()`'s loops).
 fn prints_of(pp: u32, r: u32, n: u32) -> Vec<PrintPoint> {
-    use memprints::estimate::schedule::Step3At::*;
+    use memprints_estimate::schedule::Step3At::*;
     let (step1, step2, step3, step4) = (2 * (pp - r - 1), r + 1, pp - r - 1, n - 2 * pp + r + 1);
     let mut prints = vec![PrintPoint::BeforePipeline];
     prints.extend((0..step1).map(|i| PrintPoint::Step1Forward { i }));

@@ -25,14 +25,14 @@ fn the_embedded_sample_lists_every_fixture_file() {
         }
     }
     on_disk.sort();
-    let mut embedded: Vec<String> = memprints::sample::FILES
+    let mut embedded: Vec<String> = memprints_codemod::sample::FILES
         .iter()
         .map(|(rel, _)| rel.to_string())
         .collect();
     embedded.sort();
     assert_eq!(
         embedded, on_disk,
-        "update src/sample.rs when the fixture tree changes"
+        "update crates/codemod/src/sample.rs when the fixture tree changes"
     );
 }
 

@@ -88,7 +88,7 @@ fn shared_references_stay_small() {
 /// `MAX_GENERIC_VALUES` the reader stops with the limit named.
 #[test]
 fn too_many_generic_values_are_refused_with_the_limit() {
-    let n = memprints::snapshot::decode::MAX_GENERIC_VALUES + 10;
+    let n = memprints_snapshot::decode::MAX_GENERIC_VALUES + 10;
     let mut bytes = b"\x80\x02}(X\x08\x00\x00\x00segmentsq\x00]q\x01".to_vec();
     for chunk in 0..n.div_ceil(1000) {
         bytes.push(b'(');
@@ -98,7 +98,7 @@ fn too_many_generic_values_are_refused_with_the_limit() {
         bytes.push(b'e');
     }
     bytes.extend_from_slice(b"u.");
-    let e = memprints::snapshot::decode::Snapshot::read(&bytes[..])
+    let e = memprints_snapshot::decode::Snapshot::read(&bytes[..])
         .unwrap_err()
         .to_string();
     assert!(
@@ -122,12 +122,12 @@ fn fuzz_seeds_and_crashes_read_or_fail_cleanly() {
     assert!(files.len() >= 5, "{files:?}");
     for path in files {
         let bytes = std::fs::read(&path).unwrap();
-        let Ok(snapshot) = memprints::snapshot::decode::Snapshot::read(&bytes[..]) else {
+        let Ok(snapshot) = memprints_snapshot::decode::Snapshot::read(&bytes[..]) else {
             continue;
         };
-        let devices = memprints::snapshot::analyze::analyze(&snapshot);
+        let devices = memprints_snapshot::analyze::analyze(&snapshot);
         for d in &devices {
-            let t = memprints::snapshot::timeline::DeviceTimeline::build(&snapshot, d);
+            let t = memprints_snapshot::timeline::DeviceTimeline::build(&snapshot, d);
             assert!(t.events <= d.events, "{}", path.display());
         }
     }
@@ -137,7 +137,7 @@ fn fuzz_seeds_and_crashes_read_or_fail_cleanly() {
 fn every_prefix_of_a_real_snapshot_fails_cleanly() {
     let whole = std::fs::read("tests/data/snapshot/basic_p4.pickle").unwrap();
     for len in 0..whole.len() - 1 {
-        let e = memprints::snapshot::decode::Snapshot::read(&whole[..len]).unwrap_err();
+        let e = memprints_snapshot::decode::Snapshot::read(&whole[..len]).unwrap_err();
         assert!(e.to_string().contains("truncated"), "{len}: {e}");
     }
 }

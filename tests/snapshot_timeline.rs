@@ -8,9 +8,10 @@ mod support;
 
 use std::path::Path;
 
-use memprints::snapshot::analyze::{self, FrameNames};
-use memprints::snapshot::decode::{Action, Frame, FrameTable, Snapshot, TraceEntry};
-use memprints::snapshot::{LoadOptions, SnapshotReport, load_with, render, timeline};
+use memprints_present::snapshot as render;
+use memprints_snapshot::analyze::{self, FrameNames};
+use memprints_snapshot::decode::{Action, Frame, FrameTable, Snapshot, TraceEntry};
+use memprints_snapshot::{LoadOptions, SnapshotReport, load_with, timeline};
 use serde_json::Value;
 
 const QWEN3: &str = "tests/data/e2e/qwen3-tiny-pp1-instr-rank0-step0.pickle.gz";

@@ -379,10 +379,10 @@ fn a_file_of_long_comment_runs_is_instrumented_and_restored_to_the_byte() {
 /// target runs; the CLI case is the same statement in an instrumented file.
 #[test]
 fn fuzz_crash_inputs_stay_fixed() {
-    use memprints::edit::format::FormatSettings;
-    use memprints::instrument::verify;
-    use memprints::pithtrain::Target;
-    use memprints::python::PySource;
+    use memprints_codemod::instrument::verify;
+    use memprints_codemod::pithtrain::Target;
+    use memprints_python::PySource;
+    use memprints_python::edit::format::FormatSettings;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz/strip");
     let mut seen = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -394,8 +394,8 @@ fn fuzz_crash_inputs_stay_fixed() {
         };
         if let Ok(src) = PySource::parse("fuzz.py", text.to_string()) {
             let settings = FormatSettings::default();
-            let _ = memprints::instrument::strip::strip(&src, &settings);
-            let fallback = memprints::params::Params {
+            let _ = memprints_codemod::instrument::strip::strip(&src, &settings);
+            let fallback = memprints_codemod::params::Params {
                 ranks: vec![0],
                 detail_layers: vec![0, 1],
                 snapshot_dir: "/tmp".into(),

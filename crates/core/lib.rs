@@ -1,33 +1,15 @@
-//! memprints: adds the PithTrain memory-prints skill to a checkout exactly, in milliseconds and
-//! reversibly, and reads what the prints say.
+//! # memprints
 //!
-//! The codemod's flow: [`pithtrain`] finds the checkout and its six [`pithtrain::Target`] files →
-//! [`instrument`] runs every group of [`instrument::GROUPS`] over them in memory, each group
-//! filling its [`template`] and saying where it goes through [`edit`] → [`codemod`] checks the
-//! plan (parses, ruff-stable, `strip` gives the original back) → [`write`](mod@write) writes all files
-//! atomically. `remove` ([`instrument::strip`]) and `status` ([`instrument::status`]) read the
-//! instrumentation back out of a tree by the [`instrument::vocabulary`] of the same templates.
-
-#![warn(missing_docs)]
+//! The `memprints` command line: one module per command under [`cli`] (its `…Args` and its
+//! `run`), the exit codes, and the one writer of output. It is the only crate that knows clap and
+//! anyhow; the work is done by the libraries below it:
+//!
+//! - `memprints-codemod`: the skill's prints in a PithTrain checkout (`add`, `remove`, `status`,
+//!   `check`, `plan`, `demo`), on `memprints-python` (Python sources, Ruff's crates) and
+//!   `memprints-commit` (several files replaced as one all-or-nothing commit);
+//! - `memprints-log`: logs read into runs, ranks and passes (`report`);
+//! - `memprints-snapshot`: CUDA memory-snapshot pickles (`snapshot`, `report --snapshots`);
+//! - `memprints-estimate`: PithTrain's memory estimator beside the prints (`report --estimate`);
+//! - `memprints-present`: what the reports say, in text, markdown, HTML and JSON.
 
 pub mod cli;
-pub mod codemod;
-pub mod compressed;
-pub mod diff;
-pub mod edit;
-pub mod error;
-pub mod estimate;
-pub mod instrument;
-pub mod params;
-pub mod pithtrain;
-pub mod present;
-pub mod python;
-pub mod report;
-pub mod ruff;
-pub mod sample;
-pub mod snapshot;
-pub mod template;
-pub mod text;
-pub mod write;
-
-pub use error::{Error, Result};

@@ -6,10 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memprints::report::lines::{self, LINE_CAP, Mode, NEEDLES};
-use memprints::report::render::{self, Format};
-use memprints::report::step_and_oom::{parse_step_ascii, parse_step_line};
-use memprints::report::{Report, ReportBuilder};
+use memprints_log::lines::{self, LINE_CAP, Mode, NEEDLES};
+use memprints_present::report::{self, Format};
+use memprints_log::step_and_oom::{parse_step_ascii, parse_step_line};
+use memprints_log::{Report, ReportBuilder};
 
 fn scanned(data: &[u8], serial: bool) -> Report {
     let mut b = ReportBuilder::new(None);

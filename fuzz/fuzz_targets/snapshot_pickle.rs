@@ -3,7 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memprints::snapshot::{analyze, decode::Snapshot, pickle, render, timeline};
+use memprints_present::snapshot as render;
+use memprints_snapshot::{analyze, decode::Snapshot, pickle, timeline};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(_value) = pickle::read(data, &mut pickle::ValueBuilder) {}
@@ -14,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
                 .iter()
                 .map(|d| timeline::DeviceTimeline::build(&snapshot, d))
                 .collect();
-            let report = memprints::snapshot::SnapshotReport {
+            let report = memprints_snapshot::SnapshotReport {
                 path: "fuzz".into(),
                 rank: None,
                 file_bytes: data.len() as u64,

@@ -9,14 +9,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memprints::edit::format::FormatSettings;
-use memprints::instrument::strip::strip;
-use memprints::instrument::verify::{self, Verdict};
-use memprints::instrument::vocabulary::Vocabulary;
-use memprints::instrument::{GROUPS, groups_of};
-use memprints::params::Params;
-use memprints::pithtrain::Target;
-use memprints::python::PySource;
+use memprints_python::edit::format::FormatSettings;
+use memprints_codemod::instrument::strip::strip;
+use memprints_codemod::instrument::verify::{self, Verdict};
+use memprints_codemod::instrument::vocabulary::Vocabulary;
+use memprints_codemod::instrument::{GROUPS, groups_of};
+use memprints_codemod::params::Params;
+use memprints_codemod::pithtrain::Target;
+use memprints_python::PySource;
 
 /// Marker blocks of every group found in `text`.
 fn markers(text: &str) -> usize {

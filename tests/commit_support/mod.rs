@@ -19,9 +19,9 @@ pub fn run(tree: &Tree, args: &[&str], crash_at: Option<u32>) -> Output {
     cmd.current_dir(tree.path())
         .args(args)
         .env("NO_COLOR", "1")
-        .env_remove(memprints::write::CRASH_AT);
+        .env_remove(memprints_commit::CRASH_AT);
     if let Some(step) = crash_at {
-        cmd.env(memprints::write::CRASH_AT, step.to_string());
+        cmd.env(memprints_commit::CRASH_AT, step.to_string());
     }
     cmd.output().unwrap()
 }

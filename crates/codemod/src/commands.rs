@@ -1,14 +1,9 @@
 //! The codemod's entry points, as library calls a command line makes: check the checkout,
 //! choose the detail layers, plan `add`, `update` and `remove` on a repository in memory — each
-//! checked before anything is written — and hand the result to [`crate::write::write_all`].
-//! Its submodules hold what a command line shows of that work: [`summary`] (what `add` and
-//! `remove` did), [`printing`] (where detail layers print), [`check`] (prints left in files) and
-//! [`demo`] (the demo's steps).
-
-pub mod check;
-pub mod demo;
-pub mod printing;
-pub mod summary;
+//! checked before anything is written — and hand the result to [`memprints_commit::write_all`].
+//! Its submodules hold what a command line shows of that work: [`summary`](crate::summary) (what `add` and
+//! `remove` did), [`printing`](crate::printing) (where detail layers print), [`check`](crate::check) (prints left in files) and
+//! [`demo`](crate::demo) (the demo's steps).
 
 use std::path::PathBuf;
 
@@ -20,7 +15,7 @@ use crate::instrument::verify::{Verdict, ranges_text};
 use crate::params::Params;
 use crate::pithtrain::moe_rule::{self, MoeLayers};
 use crate::pithtrain::{self, PerTarget, Repo, Target};
-use crate::python::PySource;
+use memprints_python::PySource;
 
 /// How `add`'s detail layers were chosen.
 #[derive(Debug, Clone)]
@@ -210,12 +205,12 @@ pub struct Removal {
 }
 
 impl Removal {
-    /// Files that will be rewritten, as replacements for [`crate::write::write_all`].
-    pub fn replacements(&self) -> Vec<crate::write::Replacement<'_>> {
+    /// Files that will be rewritten, as replacements for [`memprints_commit::write_all`].
+    pub fn replacements(&self) -> Vec<memprints_commit::Replacement<'_>> {
         self.files
             .iter()
             .filter(|f| f.left_alone.is_none() && f.restored != f.current)
-            .map(|f| crate::write::Replacement {
+            .map(|f| memprints_commit::Replacement {
                 rel: &f.rel,
                 expected: &f.current,
                 updated: &f.restored,

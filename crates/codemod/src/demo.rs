@@ -14,7 +14,7 @@ use crate::params::Params;
 use crate::pithtrain::Repo;
 use crate::pithtrain::placement::Parallel;
 use crate::ruff;
-use crate::write::{self, Lock};
+use memprints_commit::{self as write, Lock};
 
 /// The sample's model.
 pub const MODEL: &str = "tiny-moe";

@@ -1,10 +1,11 @@
-//! The library's error type. Every kind names the situation and, for user errors, the way
-//! forward, in a first line a user can act on; anchor errors add the nearby source lines below
-//! it. [`Error::Bug`] is kept apart: it is memprints' fault, never the user's.
+//! The codemod's error type. Every kind names the situation and, for user errors, the way
+//! forward, in a first line a user can act on; anchor errors (from the Python layer) add the
+//! nearby source lines below it. A bug ([`Error::is_bug`]) is kept apart: it is memprints' fault,
+//! never the user's.
 
 use std::path::PathBuf;
 
-/// Everything that can stop a memprints command.
+/// Everything that can stop the codemod.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or writing a file failed.
@@ -26,28 +27,6 @@ pub enum Error {
         file: String,
         /// How many bytes are valid UTF-8.
         offset: usize,
-    },
-
-    /// A file is not valid Python.
-    #[error("{file}: not valid Python: {message}")]
-    Parse {
-        /// The file, relative to the repository root.
-        file: String,
-        /// The parser's message, with the line.
-        message: String,
-    },
-
-    /// A group's anchor is not where the skill expects it.
-    #[error("{file}: in `{function}`: cannot find {anchor}\n{context}")]
-    AnchorNotFound {
-        /// The file.
-        file: String,
-        /// The function (or `<module>`) searched.
-        function: String,
-        /// What was looked for.
-        anchor: String,
-        /// Numbered source lines where it was expected.
-        context: String,
     },
 
     /// No PithTrain checkout was found.
@@ -121,23 +100,6 @@ pub enum Error {
         line: usize,
     },
 
-    /// A function's signature has no place for the parameter memprints adds.
-    #[error(
-        "{file}: `{function}` (line {line}) takes {takes}; memprints cannot add `{parameter}` to it"
-    )]
-    UnsupportedSignature {
-        /// The file.
-        file: String,
-        /// The function.
-        function: String,
-        /// Its line.
-        line: usize,
-        /// What it takes that is in the way, e.g. `*args, keyword-only or **kwargs parameters`.
-        takes: &'static str,
-        /// The parameter memprints adds.
-        parameter: String,
-    },
-
     /// The model's MoE-vs-dense rule cannot be read or evaluated.
     #[error("{file}: {reason}; pass --detail-layers LIST to choose the layers yourself")]
     UnreadableMoeRule {
@@ -200,22 +162,6 @@ pub enum Error {
         diff: String,
     },
 
-    /// A file changed between reading and writing.
-    #[error("{file}: changed on disk while memprints was working; nothing was written")]
-    ChangedOnDisk {
-        /// The file.
-        file: String,
-    },
-
-    /// Ruff's formatter refused code.
-    #[error("{file}: ruff's formatter failed: {message}")]
-    Format {
-        /// The file.
-        file: String,
-        /// The formatter's message.
-        message: String,
-    },
-
     /// A configuration file (pyproject.toml, config.json) cannot be used.
     #[error("{file}: {message}")]
     Config {
@@ -239,12 +185,16 @@ pub enum Error {
         details: String,
     },
 
+    /// Reading, parsing, editing or formatting a Python source failed.
+    #[error(transparent)]
+    Python(#[from] memprints_python::Error),
+
     /// The multi-file commit (journal, lock, recovery) failed.
     #[error(transparent)]
-    Commit(#[from] crate::write::CommitError),
+    Commit(#[from] memprints_commit::Error),
 }
 
-/// The library's result type.
+/// The codemod's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
@@ -269,9 +219,13 @@ impl Error {
         }
     }
 
-    /// True for [`Error::Bug`]: memprints' fault, not the input's.
+    /// True for a bug, here or in the Python layer: memprints' fault, not the input's.
     pub fn is_bug(&self) -> bool {
-        matches!(self, Error::Bug { .. })
+        match self {
+            Error::Bug { .. } => true,
+            Error::Python(e) => e.is_bug(),
+            _ => false,
+        }
     }
 }
 
@@ -285,7 +239,13 @@ mod tests {
             "/tmp/x.py",
             std::io::Error::from(std::io::ErrorKind::PermissionDenied),
         );
-        let chained = format!("{:#}", anyhow::Error::from(err));
+        // What a chain printer such as anyhow's `{:#}` shows: the message, then every source.
+        let mut chained = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            chained.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
         assert_eq!(chained.matches("permission denied").count(), 1, "{chained}");
         assert!(chained.starts_with("/tmp/x.py: "), "{chained}");
     }

@@ -352,7 +352,7 @@ pub struct StatusText<'a> {
     /// What it holds.
     pub status: &'a Status,
     /// What an interrupted run left there, if anything.
-    pub pending: Option<&'a crate::write::Pending>,
+    pub pending: Option<&'a memprints_commit::Pending>,
 }
 
 impl fmt::Display for StatusText<'_> {

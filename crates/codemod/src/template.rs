@@ -197,7 +197,7 @@ impl TemplateFile {
 /// the value is spliced in as it is. Values are never searched for placeholders themselves.
 ///
 /// ```
-/// use memprints::template::fill;
+/// use memprints_codemod::template::fill;
 ///
 /// assert_eq!(fill("if CTX.rank in RANKS:", &[("CTX", "ctx"), ("RANKS", "{0}")]), "if ctx.rank in {0}:");
 /// assert_eq!(fill("try:\n    STATEMENT\nexcept E:", &[("STATEMENT", "a = f(\n    1,\n)")]),
@@ -211,9 +211,9 @@ pub fn fill(text: &str, values: &[(&str, &str)]) -> String {
         let trimmed = line.trim_start();
         if let Some(value) = lookup(trimmed) {
             if !value.is_empty() {
-                lines.push(crate::text::indent(
+                lines.push(memprints_python::text::indent(
                     value,
-                    crate::text::leading_whitespace(line),
+                    memprints_python::text::leading_whitespace(line),
                 ));
             }
             continue;

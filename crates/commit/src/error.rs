@@ -1,11 +1,29 @@
-//! What can stop a commit besides plain I/O and a file changed under memprints' feet: each
-//! variant names the file or lock involved and says, in one line, what the user can do.
+//! What can stop a commit: plain I/O, a file changed under memprints' feet, the lock, the
+//! journal, recovery, file identity. Each variant names the file or lock involved and says, in
+//! one line, what the user can do.
 
 use std::path::PathBuf;
 
-/// A failure of the commit machinery: the lock, the journal, recovery, file identity.
+/// A failure of the commit machinery: I/O, the lock, the journal, recovery, file identity.
 #[derive(Debug, thiserror::Error)]
-pub enum CommitError {
+pub enum Error {
+    /// Reading or writing a file failed.
+    #[error("{path}: {cause}", path = path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said. Not an error `source`: it is printed in the message
+        /// already, and a chain printer (`{:#}`) would print it a second time.
+        cause: std::io::Error,
+    },
+
+    /// A file changed between reading and writing.
+    #[error("{file}: changed on disk while memprints was working; nothing was written")]
+    ChangedOnDisk {
+        /// The file.
+        file: String,
+    },
+
     /// Another memprints run holds the tree's lock.
     #[error(
         "another memprints ({holder}) is changing this tree; wait for it to finish and run again (lock: {})",
@@ -108,8 +126,21 @@ pub enum CommitError {
     )]
     RollbackFailed {
         /// Why the commit failed.
-        error: Box<crate::Error>,
+        error: Box<Error>,
         /// Why the rollback failed.
-        rollback: Box<crate::Error>,
+        rollback: Box<Error>,
     },
+}
+
+/// The commit's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps an I/O error with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            cause,
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! The file-system steps a commit is made of, each one a crash point ([`super::crash`]) and each
 //! failure named by its path. A full file-size limit (`EFBIG`, once SIGXFSZ is ignored) becomes
-//! [`CommitError::FileTooLarge`] rather than an OS message.
+//! [`Error::FileTooLarge`] rather than an OS message.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -10,16 +10,14 @@ use std::path::Path;
 use rustix::fs::{CWD, RenameFlags};
 
 use super::crash;
-use super::error::CommitError;
 use crate::error::{Error, Result};
 
 /// Wraps an I/O error with its path; `EFBIG` (file-size limit reached) gets its own message.
 pub(crate) fn error(path: &Path, e: io::Error) -> Error {
     if e.raw_os_error() == Some(libc::EFBIG) {
-        CommitError::FileTooLarge {
+        Error::FileTooLarge {
             path: path.to_path_buf(),
         }
-        .into()
     } else {
         Error::io(path, e)
     }

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::error::CommitError;
 use super::fsio;
 use super::target::{Target, temp_path};
 use crate::error::{Error, Result};
@@ -120,7 +119,7 @@ impl Journal {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(&path, e)),
         };
-        let bad = |reason: String| CommitError::BadJournal {
+        let bad = |reason: String| Error::BadJournal {
             record: path.clone(),
             reason,
         };
@@ -129,8 +128,7 @@ impl Journal {
             return Err(bad(format!(
                 "written in format {}, this memprints reads {FORMAT}",
                 record.format
-            ))
-            .into());
+            )));
         }
         for entry in &record.files {
             let new_ok = entry
@@ -141,8 +139,7 @@ impl Journal {
                 return Err(bad(format!(
                     "the copy of {} does not match its SHA-256",
                     entry.rel
-                ))
-                .into());
+                )));
             }
         }
         Ok(Some(Journal {

@@ -1,4 +1,7 @@
-//! All-or-nothing commits of several files, that a crash cannot split.
+//! # memprints-commit
+//!
+//! All-or-nothing commits of several files, that a crash cannot split. It knows files, not
+//! PithTrain: the caller names the files and the folders they live in. Its errors are [`Error`].
 //!
 //! A command that writes takes the tree's [`Lock`] first, then calls [`recover`] (which rolls
 //! back whatever an interrupted run left), plans, and hands its [`Replacement`]s to
@@ -31,14 +34,13 @@ mod target;
 use std::path::{Path, PathBuf};
 
 pub use crash::CRASH_AT;
-pub use error::CommitError;
+pub use error::{Error, Result};
 pub use journal::STATE_DIR;
 pub use lock::Lock;
 pub use recover::{Pending, Recovered, pending, recover};
 pub use sigxfsz::ignore_sigxfsz;
 pub use target::TEMP_SUFFIX;
 
-use crate::error::{Error, Result};
 use journal::Journal;
 use recover::Outcome;
 use target::Target;
@@ -57,7 +59,7 @@ pub struct Replacement<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
     /// Replace read-only files too (by default they are refused with
-    /// [`CommitError::ReadOnly`]); their mode stays read-only.
+    /// [`Error::ReadOnly`]); their mode stays read-only.
     pub allow_read_only: bool,
 }
 
@@ -68,20 +70,18 @@ pub fn write_all(lock: &Lock, replacements: &[Replacement], options: &Options) -
     }
     let root = lock.root();
     if Journal::find(root)?.is_some() {
-        return Err(CommitError::Pending {
+        return Err(Error::Pending {
             journal: Journal::path(root),
-        }
-        .into());
+        });
     }
     let mut targets: Vec<Target> = Vec::new();
     for r in replacements {
         let target = Target::resolve(root, r.rel, options.allow_read_only)?;
         if let Some(same) = targets.iter().find(|t| t.path == target.path) {
-            return Err(CommitError::SameFile {
+            return Err(Error::SameFile {
                 file: r.rel.to_string(),
                 other: same.rel.to_string(),
-            }
-            .into());
+            });
         }
         if fsio::read(&target.path)? != r.expected.as_bytes() {
             return Err(Error::ChangedOnDisk {
@@ -101,11 +101,10 @@ pub fn write_all(lock: &Lock, replacements: &[Replacement], options: &Options) -
         Ok(()) => journal.finish(),
         Err(error) => match roll_back(journal, replaced) {
             Ok(()) => Err(error),
-            Err(rollback) => Err(CommitError::RollbackFailed {
+            Err(rollback) => Err(Error::RollbackFailed {
                 error: Box::new(error),
                 rollback: Box::new(rollback),
-            }
-            .into()),
+            }),
         },
     }
 }

@@ -3,7 +3,7 @@
 //! A command that may write takes the lock before it reads the tree and keeps it until it is done
 //! (read → plan → write), so two runs cannot interleave. The lock is created with `O_EXCL`, with
 //! the holder's pid, its start time (`/proc/<pid>/stat`), the boot id, the host name and the
-//! command in it; a second writer refuses at once with [`CommitError::Locked`] naming the holder
+//! command in it; a second writer refuses at once with [`Error::Locked`] naming the holder
 //! (refusing rather than waiting: the other run may be an `add` with other ranks, and the user
 //! should decide what comes next).
 //!
@@ -28,7 +28,6 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::crash;
-use super::error::CommitError;
 use super::fsio;
 use super::journal::STATE_DIR;
 use super::target::{TEMP_SUFFIX, temp_path};
@@ -113,7 +112,7 @@ pub struct Lock {
 
 impl Lock {
     /// Takes the lock of the tree at `root` for `command` (`add`, `remove`…), taking over a stale
-    /// one; refuses with [`CommitError::Locked`] while another run holds it.
+    /// one; refuses with [`Error::Locked`] while another run holds it.
     pub fn acquire(root: &Path, command: &str) -> Result<Lock> {
         let root = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
         let dir = root.join(STATE_DIR);
@@ -158,11 +157,10 @@ impl Lock {
                     || "one that is just starting".to_string(),
                     |h| h.describe(&here, since),
                 );
-                return Err(CommitError::Locked {
+                return Err(Error::Locked {
                     lock: path.clone(),
                     holder,
-                }
-                .into());
+                });
             };
             match take_over(&path, &found, &contents)? {
                 Takeover::Won => return Ok(held(Some(note))),
@@ -170,11 +168,10 @@ impl Lock {
                 Takeover::Lost => took_over = None,
             }
         }
-        Err(CommitError::Locked {
+        Err(Error::Locked {
             lock: path,
             holder: "runs that keep taking and releasing it".into(),
-        }
-        .into())
+        })
     }
 
     /// The tree's root, canonical.

@@ -7,7 +7,7 @@
 //!
 //! A file whose bytes are neither its old nor its new ones was edited after the crash: it is never
 //! overwritten. Recovery puts back the other files, keeps the journal, writes the file's old
-//! bytes to `.memprints/before/`, and stops with [`CommitError::Conflict`] naming both.
+//! bytes to `.memprints/before/`, and stops with [`Error::Conflict`] naming both.
 //!
 //! A kill during recovery is fine: recovery changes nothing the journal does not already describe,
 //! and the journal goes only once every file is back, so the next command simply recovers again.
@@ -18,14 +18,12 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::error::CommitError;
 use super::fsio;
 use super::journal::{Entry, Journal, STATE_DIR, sha256};
 use super::lock::Lock;
 use super::replace::{stage, swap_in, torn, write_in_place};
 use super::target::{Identity, is_temp_name, temp_path};
 use crate::error::{Error, Result};
-use crate::pithtrain;
 
 /// What [`recover`] did, said in one line by its `Display`.
 #[derive(Debug, Default)]
@@ -72,9 +70,10 @@ impl fmt::Display for Recovered {
     }
 }
 
-/// Rolls back an interrupted commit and removes leftover temp files; `None` when there was
+/// Rolls back an interrupted commit and removes leftover temp files (the journal's, and those in
+/// `folders`, relative to the root); `None` when there was
 /// nothing to do.
-pub fn recover(lock: &Lock) -> Result<Option<Recovered>> {
+pub fn recover(lock: &Lock, folders: &[&str]) -> Result<Option<Recovered>> {
     let root = lock.root();
     let mut recovered = Recovered::default();
     if let Some(journal) = Journal::find(root)? {
@@ -96,16 +95,15 @@ pub fn recover(lock: &Lock) -> Result<Option<Recovered>> {
                     before.display()
                 ));
             }
-            return Err(CommitError::Conflict {
+            return Err(Error::Conflict {
                 files: files.join(", "),
                 state: root.join(STATE_DIR),
-            }
-            .into());
+            });
         }
         recovered.rolled_back = Some(journal.command.clone());
         journal.finish()?;
     }
-    for temp in leftover_temps(root) {
+    for temp in leftover_temps(root, folders) {
         fsio::remove(&temp)?;
         recovered.leftovers.push(relative(root, &temp));
     }
@@ -152,13 +150,13 @@ impl fmt::Display for Pending {
 }
 
 /// What an interrupted run left under `root`, if anything.
-pub fn pending(root: &Path) -> Option<Pending> {
+pub fn pending(root: &Path, folders: &[&str]) -> Option<Pending> {
     let journal = match Journal::find(root) {
         Ok(None) => None,
         Ok(Some(journal)) => Some(JournalState::Interrupted(journal.command)),
         Err(e) => Some(JournalState::Unreadable(e.to_string())),
     };
-    let temps: Vec<PathBuf> = leftover_temps(root)
+    let temps: Vec<PathBuf> = leftover_temps(root, folders)
         .iter()
         .map(|t| relative(root, t))
         .collect();
@@ -208,21 +206,9 @@ pub(crate) fn restore(journal: &Journal, entry: &Entry) -> Result<Outcome> {
     Ok(Outcome::Restored)
 }
 
-/// Temp files of memprints: the journal's, and those in the folders of the six files it edits.
-fn leftover_temps(root: &Path) -> Vec<PathBuf> {
-    let mut folders: Vec<&str> = [
-        pithtrain::EXECUTION,
-        pithtrain::DUALPIPEV,
-        pithtrain::DISTRIBUTED,
-        pithtrain::TRAINING,
-        pithtrain::PRETRAIN_LM,
-    ]
-    .iter()
-    .filter_map(|rel| Path::new(rel).parent()?.to_str())
-    .chain([pithtrain::MODELS_DIR])
-    .collect();
-    folders.sort_unstable();
-    folders.dedup();
+/// Temp files of memprints: the journal's, and those in `folders` (relative to `root`: the
+/// folders of the files the caller edits, which only the caller knows).
+fn leftover_temps(root: &Path, folders: &[&str]) -> Vec<PathBuf> {
     let mut temps: Vec<PathBuf> = Some(temp_path(&Journal::path(root)))
         .filter(|t| t.exists())
         .into_iter()

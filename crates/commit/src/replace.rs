@@ -23,7 +23,6 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use super::crash;
-use super::error::CommitError;
 use super::fsio;
 use super::target::{Identity, temp_path};
 use crate::error::{Error, Result};
@@ -37,7 +36,7 @@ pub(crate) fn stage(rel: &str, path: &Path, identity: Identity, bytes: &[u8]) ->
     let current = Identity::of(&meta);
     if (current.uid, current.gid) != (identity.uid, identity.gid) {
         std::os::unix::fs::fchown(&file, Some(identity.uid), Some(identity.gid)).map_err(
-            |cause| CommitError::OwnerNotKept {
+            |cause| Error::OwnerNotKept {
                 file: rel.to_string(),
                 uid: identity.uid,
                 gid: identity.gid,

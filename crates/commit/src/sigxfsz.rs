@@ -1,7 +1,7 @@
 //! The file-size limit as an error, not a silent death. By default a write past `ulimit -f`
 //! kills the process with SIGXFSZ, in the middle of a commit and without a word; with the signal
 //! ignored the write fails with `EFBIG` instead, which the commit rolls back from and reports as
-//! [`super::CommitError::FileTooLarge`].
+//! [`crate::Error::FileTooLarge`].
 
 /// Ignores SIGXFSZ for the whole process. The binary calls it first thing in `main`.
 pub fn ignore_sigxfsz() {

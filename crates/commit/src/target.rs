@@ -6,9 +6,8 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::error::CommitError;
 use super::fsio;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The suffix of every temp file memprints writes: `.<name>.memprints-tmp` next to `<name>`.
 pub const TEMP_SUFFIX: &str = ".memprints-tmp";
@@ -63,11 +62,10 @@ impl Target {
                 None
             };
             if let Some(why) = why {
-                return Err(CommitError::ReadOnly {
+                return Err(Error::ReadOnly {
                     file: rel.to_string(),
                     why,
-                }
-                .into());
+                });
             }
         }
         Ok(Target {

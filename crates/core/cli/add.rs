@@ -10,12 +10,11 @@ use clap::{Args, ValueEnum};
 
 use super::args::{ParallelArgs, RepoArg, index_list, lock_and_recover};
 use super::{ExitStatus, Output, print_diffs};
-use crate::codemod;
-use crate::codemod::printing::{self, DetailPrints};
-use crate::codemod::summary::{AddAction, AddSummary, describe_existing, layer_choice_note};
-use crate::instrument::status::{self, State};
-use crate::params::{self, Params};
-use crate::{ruff, write};
+use memprints_codemod::instrument::status::{self, State};
+use memprints_codemod::params::{self, Params};
+use memprints_codemod::printing::{self, DetailPrints};
+use memprints_codemod::ruff;
+use memprints_codemod::summary::{AddAction, AddSummary, describe_existing, layer_choice_note};
 
 /// What `add` does on an instrumented tree.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -75,7 +74,7 @@ pub struct AddArgs {
 
 /// Runs `add`.
 pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
-    write::ignore_sigxfsz();
+    memprints_commit::ignore_sigxfsz();
     let started = Instant::now();
     // Arguments first: a refused one leaves no trace in the tree, not even the lock.
     let ranks = params::parse_index_list("--ranks", &args.ranks)?;
@@ -83,13 +82,15 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     let explicit = index_list(args.detail_layers.as_deref(), "--detail-layers")?;
     let parallel = args.parallel.resolve()?;
     let repo = args.repo.open()?;
-    if let Err(invalid @ crate::Error::InvalidArgument { .. }) = repo.model_file(&args.model) {
+    if let Err(invalid @ memprints_codemod::Error::InvalidArgument { .. }) =
+        repo.model_file(&args.model)
+    {
         return Err(invalid.into());
     }
     let lock = lock_and_recover(&repo.root, "add", out)?;
-    codemod::check_version(&repo)?;
+    memprints_codemod::check_version(&repo)?;
     let (detail_layers, choice, moe) =
-        codemod::detail_layers(&repo, &args.model, explicit, args.config.clone())?;
+        memprints_codemod::detail_layers(&repo, &args.model, explicit, args.config.clone())?;
     let params = Params {
         ranks,
         detail_layers,
@@ -99,7 +100,7 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     let existing = status::scan(&repo)?;
     let (plan, action) = if existing.state == State::Absent {
         (
-            codemod::plan_add(&repo, &args.model, &params)?,
+            memprints_codemod::plan_add(&repo, &args.model, &params)?,
             AddAction::Added,
         )
     } else {
@@ -120,7 +121,7 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
                 return Ok(ExitStatus::Success);
             }
             OnExisting::Update => (
-                codemod::plan_update(&repo, &args.model, &params)?,
+                memprints_codemod::plan_update(&repo, &args.model, &params)?,
                 AddAction::Updated,
             ),
             _ => bail!(
@@ -176,7 +177,7 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         }
         return Ok(ExitStatus::Success);
     }
-    write::write_all(&lock, &replacements, &write::Options::default())?;
+    memprints_commit::write_all(&lock, &replacements, &memprints_commit::Options::default())?;
     let mut summary =
         AddSummary::of_plan(repo.root.clone(), &plan, action, true, started.elapsed());
     summary.detail_prints = Some(prints);

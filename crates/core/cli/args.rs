@@ -8,9 +8,8 @@ use anyhow::Context;
 use clap::Args;
 
 use super::Output;
-use crate::params;
-use crate::pithtrain::placement::{self, MAX_SIZE, Parallel};
-use crate::write;
+use memprints_codemod::params;
+use memprints_codemod::pithtrain::placement::{self, MAX_SIZE, Parallel};
 
 /// `--repo DIR`.
 #[derive(Debug, Clone, Args)]
@@ -23,8 +22,8 @@ pub struct RepoArg {
 
 impl RepoArg {
     /// Opens the checkout.
-    pub fn open(&self) -> crate::Result<crate::pithtrain::Repo> {
-        crate::pithtrain::Repo::locate(self.repo.as_deref())
+    pub fn open(&self) -> memprints_codemod::Result<memprints_codemod::pithtrain::Repo> {
+        memprints_codemod::pithtrain::Repo::locate(self.repo.as_deref())
     }
 }
 
@@ -78,7 +77,10 @@ impl ParallelArgs {
 }
 
 /// Parses an optional `--ranks`/`--detail-layers` list.
-pub fn index_list(text: Option<&str>, what: &'static str) -> crate::Result<Option<Vec<u32>>> {
+pub fn index_list(
+    text: Option<&str>,
+    what: &'static str,
+) -> memprints_codemod::Result<Option<Vec<u32>>> {
     text.map(|t| params::parse_index_list(what, t)).transpose()
 }
 
@@ -88,12 +90,14 @@ pub fn lock_and_recover(
     root: &Path,
     command: &str,
     out: &mut Output,
-) -> anyhow::Result<write::Lock> {
-    let lock = write::Lock::acquire(root, command)?;
+) -> anyhow::Result<memprints_commit::Lock> {
+    let lock = memprints_commit::Lock::acquire(root, command)?;
     if let Some(note) = lock.took_over() {
         out.note(format_args!("note: {note}"));
     }
-    if let Some(recovered) = write::recover(&lock)? {
+    if let Some(recovered) =
+        memprints_commit::recover(&lock, &memprints_codemod::pithtrain::TARGET_FOLDERS)?
+    {
         use std::io::Write;
         writeln!(out, "memprints: {recovered}")?;
     }
@@ -102,8 +106,8 @@ pub fn lock_and_recover(
 
 /// Refuses an `--out` that would overwrite one of `inputs` (the same path, a symlink to it, a
 /// hard link of it) or land in a folder given as input, whose files are read as inputs.
-pub fn check_out_not_input(out: &Path, inputs: &[PathBuf]) -> crate::Result<()> {
-    let refuse = |reason: String| crate::Error::InvalidArgument {
+pub fn check_out_not_input(out: &Path, inputs: &[PathBuf]) -> memprints_codemod::Result<()> {
+    let refuse = |reason: String| memprints_codemod::Error::InvalidArgument {
         what: "--out",
         input: out.display().to_string(),
         reason,

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::args::RepoArg;
 use super::{ExitStatus, Output};
-use crate::codemod::check;
+use memprints_codemod::check;
 
 /// `check`'s arguments.
 #[derive(Debug, Clone, Args)]

@@ -1,5 +1,5 @@
 //! `memprints demo`: the whole job on the embedded sample tree, step by step
-//! ([`crate::codemod::demo`]), each step's result printed as the command it stands for prints it.
+//! ([`memprints_codemod::demo`]), each step's result printed as the command it stands for prints it.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -8,8 +8,8 @@ use anyhow::bail;
 use clap::Args;
 
 use super::{ExitStatus, Output};
-use crate::codemod::demo::{self, MODEL, MODEL_FILE};
-use crate::codemod::summary::StatusText;
+use memprints_codemod::demo::{self, MODEL, MODEL_FILE};
+use memprints_codemod::summary::StatusText;
 
 /// `demo`'s arguments.
 #[derive(Debug, Clone, Args)]
@@ -24,7 +24,7 @@ pub struct DemoArgs {
 
 /// Runs `demo`.
 pub fn run(args: DemoArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
-    crate::write::ignore_sigxfsz();
+    memprints_commit::ignore_sigxfsz();
     let temp = tempfile::tempdir()?;
     let root = args
         .keep

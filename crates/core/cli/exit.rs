@@ -51,7 +51,7 @@ impl ExitStatus {
 /// Says what stopped a command, on stderr, and how it ends:
 /// - a closed stdout anywhere in the chain (the report and snapshot commands write it
 ///   themselves): nothing is said, and it is a success;
-/// - a memprints bug ([`crate::Error::Bug`]): `memprints: internal error: …`;
+/// - a memprints bug ([`memprints_codemod::Error::Bug`]): `memprints: internal error: …`;
 /// - anything else: `memprints: error: …`, the error and its causes on one line.
 pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
     let closed_pipe = err.chain().any(|cause| {
@@ -64,8 +64,8 @@ pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
     }
     let bug = err.chain().any(|cause| {
         cause
-            .downcast_ref::<crate::Error>()
-            .is_some_and(crate::Error::is_bug)
+            .downcast_ref::<memprints_codemod::Error>()
+            .is_some_and(memprints_codemod::Error::is_bug)
     });
     let message = one_line(err);
     if bug {
@@ -152,9 +152,14 @@ mod tests {
     #[test]
     fn a_bug_is_told_apart_from_a_user_error_and_exits_differently() {
         let mut out = Output::memory();
-        let bug = anyhow::Error::from(crate::Error::bug("a.py", "overlapping edits", ""));
+        let bug = anyhow::Error::from(memprints_codemod::Error::bug(
+            "a.py",
+            "overlapping edits",
+            "",
+        ));
         assert_eq!(report_error(&bug, &mut out), ExitStatus::InternalError);
-        let user = anyhow::Error::from(crate::Error::NotInstrumented { root: "/t".into() });
+        let user =
+            anyhow::Error::from(memprints_codemod::Error::NotInstrumented { root: "/t".into() });
         assert_eq!(report_error(&user, &mut out), ExitStatus::Error);
         let text = out.stderr_text();
         let lines: Vec<&str> = text.lines().collect();

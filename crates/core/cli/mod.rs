@@ -3,7 +3,7 @@
 //! Commands print only through [`Output`] and end with an [`ExitStatus`]; the binary
 //! (`src/main.rs`) turns errors and panics into one line and the status into the exit code.
 //!
-//! The work itself is the library's ([`crate::codemod`] and friends); a command parses, calls,
+//! The work itself is the library's ([`memprints_codemod`] and friends); a command parses, calls,
 //! and prints.
 
 pub mod add;
@@ -137,7 +137,7 @@ pub fn run(cli: Cli, out: &mut Output) -> anyhow::Result<ExitStatus> {
 
 /// Prints the unified diff of each replacement (`--dry-run`).
 fn print_diffs(
-    replacements: &[crate::write::Replacement],
+    replacements: &[memprints_commit::Replacement],
     out: &mut Output,
 ) -> std::io::Result<()> {
     use std::io::Write;
@@ -145,7 +145,7 @@ fn print_diffs(
         write!(
             out,
             "{}",
-            crate::diff::unified(r.rel, r.expected, r.updated)
+            memprints_codemod::diff::unified(r.rel, r.expected, r.updated)
         )?;
     }
     Ok(())

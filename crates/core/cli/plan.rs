@@ -10,10 +10,9 @@ use clap::Args;
 
 use super::args::{ParallelArgs, RepoArg, index_list};
 use super::{ExitStatus, Output};
-use crate::codemod;
-use crate::codemod::printing::{self, Layout, LayoutSource, Placement};
-use crate::params;
-use crate::pithtrain::placement::Parallel;
+use memprints_codemod::params;
+use memprints_codemod::pithtrain::placement::Parallel;
+use memprints_codemod::printing::{self, Layout, LayoutSource, Placement};
 
 /// `plan`'s arguments.
 #[derive(Debug, Clone, Args)]
@@ -46,7 +45,7 @@ pub fn run(args: PlanArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     let ranks = params::parse_index_list("--ranks", &args.ranks)?;
     let explicit = index_list(args.detail_layers.as_deref(), "--detail-layers")?;
     let (detail_layers, _, moe) =
-        codemod::detail_layers(&repo, &args.model, explicit, args.config.clone())?;
+        memprints_codemod::detail_layers(&repo, &args.model, explicit, args.config.clone())?;
     let moe = moe.context("no config found: pass --config PATH")?;
     let layout = printing::layout(
         &repo,

@@ -8,8 +8,7 @@ use clap::Args;
 
 use super::args::{RepoArg, lock_and_recover};
 use super::{ExitStatus, Output, print_diffs};
-use crate::codemod::{self, LeftAlone, summary::RemoveSummary};
-use crate::write;
+use memprints_codemod::{self, LeftAlone, summary::RemoveSummary};
 
 /// `remove`'s arguments.
 #[derive(Debug, Clone, Args)]
@@ -35,15 +34,19 @@ pub struct RemoveArgs {
 
 /// Runs `remove`.
 pub fn run(args: RemoveArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
-    write::ignore_sigxfsz();
+    memprints_commit::ignore_sigxfsz();
     let repo = args.repo.open()?;
     let lock = lock_and_recover(&repo.root, "remove", out)?;
-    let summary = match codemod::plan_remove(&repo, args.force)? {
+    let summary = match memprints_codemod::plan_remove(&repo, args.force)? {
         None => RemoveSummary::nothing(repo.root.clone()),
         Some(removal) => {
             let replacements = removal.replacements();
             if !args.dry_run {
-                write::write_all(&lock, &replacements, &write::Options::default())?;
+                memprints_commit::write_all(
+                    &lock,
+                    &replacements,
+                    &memprints_commit::Options::default(),
+                )?;
             } else if !args.json {
                 print_diffs(&replacements, out)?;
                 for file in removal.files.iter().filter(|f| f.forced.is_some()) {
@@ -74,7 +77,7 @@ pub fn run(args: RemoveArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
 }
 
 /// For `--dry-run --force`: which of the user's lines inside inserted code go with the prints.
-fn print_forced(file: &codemod::FileRemoval, out: &mut Output) -> anyhow::Result<()> {
+fn print_forced(file: &memprints_codemod::FileRemoval, out: &mut Output) -> anyhow::Result<()> {
     match &file.forced {
         Some(LeftAlone::Edited { .. }) if !file.user_lines_removed.is_empty() => {
             writeln!(

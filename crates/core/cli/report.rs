@@ -1,5 +1,5 @@
 //! `memprints report`: its arguments and [`run`], which reads the logs through
-//! [`crate::report::run_report`], renders the report and writes it to `--out` or through the
+//! [`memprints_log::run_report`], renders the report and writes it to `--out` or through the
 //! one [`Output`].
 //!
 //! Contract: exit 0 on success (also when the logs hold no memory prints, which is noted on
@@ -12,13 +12,39 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::ValueEnum;
 
 use super::args::check_out_not_input;
 use super::{ExitStatus, Output};
-use crate::estimate::{Overrides, Tolerance};
-use crate::report::estimate::EstimateOptions;
-use crate::report::render::{Format, render, write_json};
-use crate::report::{ReportOptions, run_report};
+use memprints_estimate::{Overrides, Tolerance};
+use memprints_log::estimate::EstimateOptions;
+use memprints_log::{ReportOptions, run_report};
+use memprints_present::report::{self as present, render, write_json};
+
+/// An output format of `memprints report` (the command line's face of
+/// [`memprints_present::report::Format`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned tables for a terminal.
+    Text,
+    /// GitHub-flavoured markdown.
+    Markdown,
+    /// Stable JSON (schema/report.schema.json); sizes in bytes.
+    Json,
+    /// One self-contained HTML file with SVG charts.
+    Html,
+}
+
+impl From<Format> for present::Format {
+    fn from(format: Format) -> Self {
+        match format {
+            Format::Text => present::Format::Text,
+            Format::Markdown => present::Format::Markdown,
+            Format::Json => present::Format::Json,
+            Format::Html => present::Format::Html,
+        }
+    }
+}
 
 /// Read the logs of an instrumented run and report where the GPU memory went.
 #[derive(Debug, Clone, clap::Args)]
@@ -223,7 +249,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         if args.format == Format::Json {
             write_json(&report, pretty, sink)
         } else {
-            sink.write_all(render(&report, args.format, color).as_bytes())?;
+            sink.write_all(render(&report, args.format.into(), color).as_bytes())?;
             sink.flush()
         }
     };

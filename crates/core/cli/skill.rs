@@ -2,7 +2,7 @@
 //! instead of hand edits), printed, or written with `--write` to
 //! `.agents/skills/add-memory-prints/SKILL.md` of the tree. It keeps the name, description
 //! and trigger phrases of PithTrain's skill, so agents pick it up the same way. The text is
-//! `templates/skill/SKILL.md`.
+//! `crates/core/skill/SKILL.md`.
 //!
 //! A file memprints wrote holds [`MARKER`]; `--write` replaces only such a file (or none),
 //! unless `--force`: PithTrain ships its own skill at that path.
@@ -17,7 +17,7 @@ use super::args::RepoArg;
 use super::{ExitStatus, Output};
 
 /// The skill's text.
-pub const SKILL: &str = include_str!("../../templates/skill/SKILL.md");
+pub const SKILL: &str = include_str!("../skill/SKILL.md");
 
 /// Where the skill goes in a tree.
 pub const SKILL_PATH: &str = ".agents/skills/add-memory-prints/SKILL.md";
@@ -53,7 +53,7 @@ pub fn run(args: SkillArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
             return Ok(ExitStatus::Success);
         }
         Ok(old) if !args.force && !written_by_memprints(&old) => {
-            return Err(crate::Error::InvalidArgument {
+            return Err(memprints_codemod::Error::InvalidArgument {
                 what: "skill --write",
                 input: path.display().to_string(),
                 reason: format!(
@@ -64,7 +64,7 @@ pub fn run(args: SkillArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(crate::Error::io(&path, e).into()),
+        Err(e) => return Err(memprints_codemod::Error::io(&path, e).into()),
     }
     write_atomically(&path, SKILL.as_bytes())?;
     writeln!(out, "memprints: wrote {}", path.display())?;
@@ -81,8 +81,9 @@ pub fn written_by_memprints(text: &[u8]) -> bool {
 /// Writes `path` through a temp file in its folder, so a reader sees the old file or the new.
 fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path.parent().context("the skill path has a folder")?;
-    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(|e| crate::Error::io(dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|e| memprints_codemod::Error::io(dir, e))?;
+    let mut temp =
+        tempfile::NamedTempFile::new_in(dir).map_err(|e| memprints_codemod::Error::io(dir, e))?;
     use std::os::unix::fs::PermissionsExt;
     temp.write_all(bytes)
         .and_then(|()| {
@@ -90,8 +91,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
                 .set_permissions(std::fs::Permissions::from_mode(0o644))
         })
         .and_then(|()| temp.as_file().sync_all())
-        .map_err(|e| crate::Error::io(temp.path(), e))?;
+        .map_err(|e| memprints_codemod::Error::io(temp.path(), e))?;
     temp.persist(path)
-        .map_err(|e| crate::Error::io(path, e.error))?;
+        .map_err(|e| memprints_codemod::Error::io(path, e.error))?;
     Ok(())
 }

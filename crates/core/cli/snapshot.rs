@@ -1,5 +1,5 @@
 //! `memprints snapshot` and its `diff` subcommand: the arguments and [`run`], which reads the
-//! pickles through [`crate::snapshot`] and writes the report to `--out` or through the one
+//! pickles through [`memprints_snapshot`] and writes the report to `--out` or through the one
 //! [`Output`].
 //!
 //! Exit codes: 0 when every input was reported; 1 when some inputs failed and the others were
@@ -14,8 +14,9 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::args::check_out_not_input;
 use super::{ExitStatus, Output};
-use crate::snapshot::{
-    FailedInput, LoadOptions, SnapshotReport, diff, expand_inputs, load, load_all, render,
+use memprints_present::snapshot as render;
+use memprints_snapshot::{
+    FailedInput, LoadOptions, SnapshotReport, diff, expand_inputs, load, load_all,
 };
 
 /// Read memory snapshot pickles and report what held memory at the peak.

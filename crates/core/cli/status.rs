@@ -7,9 +7,8 @@ use clap::Args;
 
 use super::args::RepoArg;
 use super::{ExitStatus, Output};
-use crate::codemod::summary::StatusText;
-use crate::instrument::status::{self, State};
-use crate::write;
+use memprints_codemod::instrument::status::{self, State};
+use memprints_codemod::summary::StatusText;
 
 /// `status`'s arguments.
 #[derive(Debug, Clone, Args)]
@@ -26,7 +25,8 @@ pub struct StatusArgs {
 pub fn run(args: StatusArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     let repo = args.repo.open()?;
     let status = status::scan(&repo)?;
-    let pending = write::pending(&repo.root);
+    let pending =
+        memprints_commit::pending(&repo.root, &memprints_codemod::pithtrain::TARGET_FOLDERS);
     if args.json {
         let mut json = serde_json::to_value(&status)?;
         if let Some(pending) = &pending {

@@ -96,16 +96,16 @@ pub fn caveats(config: &Value, estimate: &Estimate) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::figures::from_driver_json;
+    use crate::figures::from_driver_json;
 
     fn config(name: &str) -> Value {
-        let path = format!("{}/e2e/configs/{name}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/../../e2e/configs/{name}", env!("CARGO_MANIFEST_DIR"));
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 
     #[test]
     fn deepseek_v2_tiny_gets_its_dense_layer_mla_shared_experts_and_rotary_caveats() {
-        let json = include_str!("../../tests/data/estimate/dsv2-tiny-pp1.json");
+        let json = include_str!("../../../tests/data/estimate/dsv2-tiny-pp1.json");
         let estimate = &from_driver_json(json).unwrap()[0];
         assert_eq!(
             caveats(&config("deepseek-v2-tiny.json"), estimate),
@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn qwen3_tiny_gets_only_the_rotary_caveat() {
-        let json = include_str!("../../tests/data/estimate/qwen3-tiny-pp1.json");
+        let json = include_str!("../../../tests/data/estimate/qwen3-tiny-pp1.json");
         let estimate = &from_driver_json(json).unwrap()[0];
         let notes = caveats(&config("qwen3-moe-tiny.json"), estimate);
         assert_eq!(notes.len(), 1, "{notes:?}");
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn zero_experts_read_from_a_num_local_experts_config_is_called_out() {
-        let json = include_str!("../../tests/data/estimate/gpt-oss-20b-pp2.json");
+        let json = include_str!("../../../tests/data/estimate/gpt-oss-20b-pp2.json");
         let estimate = &from_driver_json(json).unwrap()[0];
         assert_eq!(estimate.model.experts, 0);
         // The two keys of gpt-oss-20b's config.json that matter here.

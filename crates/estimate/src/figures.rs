@@ -447,11 +447,11 @@ fn rank_estimate(rank: DriverRank) -> Result<Estimate, EstimateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::schedule::{Action, ScheduleEvent};
+    use crate::schedule::{Action, ScheduleEvent};
 
-    const QWEN3_PP1: &str = include_str!("../../tests/data/estimate/qwen3-tiny-pp1.json");
-    const QWEN3_PP2: &str = include_str!("../../tests/data/estimate/qwen3-tiny-pp2.json");
-    const BIG_PP4: &str = include_str!("../../tests/data/estimate/qwen3-big-pp4.json");
+    const QWEN3_PP1: &str = include_str!("../../../tests/data/estimate/qwen3-tiny-pp1.json");
+    const QWEN3_PP2: &str = include_str!("../../../tests/data/estimate/qwen3-tiny-pp2.json");
+    const BIG_PP4: &str = include_str!("../../../tests/data/estimate/qwen3-big-pp4.json");
 
     #[test]
     fn the_recorded_qwen3_tiny_estimate_reads_to_the_estimators_figures() {

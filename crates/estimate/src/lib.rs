@@ -1,3 +1,5 @@
+//! # memprints-estimate
+//!
 //! PithTrain's analytical memory estimator, driven from outside, and its figures set beside the
 //! memory prints.
 //!

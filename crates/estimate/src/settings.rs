@@ -295,9 +295,9 @@ fn join<'a>(items: impl Iterator<Item = &'a str>) -> String {
 mod tests {
     use super::*;
 
-    const QWEN3_LOG: &str = include_str!("../../tests/data/e2e/qwen3-tiny-pp1-instr.log");
-    const RESUME_LOG: &str = include_str!("../../tests/data/e2e/qwen3-tiny-pp1-resume.log");
-    const DSV2_LOG: &str = include_str!("../../tests/data/e2e/dsv2-tiny-pp1-instr.log");
+    const QWEN3_LOG: &str = include_str!("../../../tests/data/e2e/qwen3-tiny-pp1-instr.log");
+    const RESUME_LOG: &str = include_str!("../../../tests/data/e2e/qwen3-tiny-pp1-resume.log");
+    const DSV2_LOG: &str = include_str!("../../../tests/data/e2e/dsv2-tiny-pp1-instr.log");
 
     fn tiny(config: &str) -> LoggedConfig {
         LoggedConfig {

@@ -384,7 +384,7 @@ pub fn from_text(stdout: &str) -> Result<Estimate, EstimateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::figures::from_driver_json;
+    use crate::figures::from_driver_json;
 
     const MIB: i64 = 1 << 20;
 
@@ -397,23 +397,23 @@ mod tests {
     fn the_text_of_each_recorded_run_agrees_with_its_exact_figures() {
         for (json, text, rank) in [
             (
-                include_str!("../../tests/data/estimate/qwen3-tiny-pp1.json"),
-                include_str!("../../tests/data/estimate/qwen3-tiny-pp1-rank0.txt"),
+                include_str!("../../../tests/data/estimate/qwen3-tiny-pp1.json"),
+                include_str!("../../../tests/data/estimate/qwen3-tiny-pp1-rank0.txt"),
                 0,
             ),
             (
-                include_str!("../../tests/data/estimate/dsv2-tiny-pp1.json"),
-                include_str!("../../tests/data/estimate/dsv2-tiny-pp1-rank0.txt"),
+                include_str!("../../../tests/data/estimate/dsv2-tiny-pp1.json"),
+                include_str!("../../../tests/data/estimate/dsv2-tiny-pp1-rank0.txt"),
                 0,
             ),
             (
-                include_str!("../../tests/data/estimate/qwen3-tiny-pp2.json"),
-                include_str!("../../tests/data/estimate/qwen3-tiny-pp2-rank1.txt"),
+                include_str!("../../../tests/data/estimate/qwen3-tiny-pp2.json"),
+                include_str!("../../../tests/data/estimate/qwen3-tiny-pp2-rank1.txt"),
                 1,
             ),
             (
-                include_str!("../../tests/data/estimate/qwen3-big-pp4.json"),
-                include_str!("../../tests/data/estimate/qwen3-big-pp4-rank0.txt"),
+                include_str!("../../../tests/data/estimate/qwen3-big-pp4.json"),
+                include_str!("../../../tests/data/estimate/qwen3-big-pp4-rank0.txt"),
                 0,
             ),
         ] {
@@ -470,7 +470,7 @@ mod tests {
 
     #[test]
     fn text_without_a_timeline_is_refused_with_the_reason() {
-        let text = include_str!("../../tests/data/estimate/qwen3-tiny-pp1-rank0.txt");
+        let text = include_str!("../../../tests/data/estimate/qwen3-tiny-pp1-rank0.txt");
         let cut = &text[..text.find("Schedule Timeline").unwrap()];
         let err = from_text(cut).unwrap_err();
         assert_eq!(

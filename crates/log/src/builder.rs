@@ -636,7 +636,7 @@ fn count_unparsed(stats: &mut Stats, run: &mut RunStats, print: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::passes::{parse_shape, split_tensor};
+    use crate::passes::{parse_shape, split_tensor};
 
     const G: i64 = 1 << 30;
 

@@ -151,7 +151,7 @@ fn scan_chunk(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::lines;
+    use crate::lines;
     use std::io::Write;
 
     /// What `lines::scan` hands over and counts, as owned values.

@@ -1,5 +1,5 @@
 //! `report --estimate`: PithTrain's own memory estimator run for each run's profiled pp ranks
-//! and set beside what the prints measured ([`crate::estimate`] does the running and the
+//! and set beside what the prints measured ([`memprints_estimate`] does the running and the
 //! pairing; this module feeds it from the report).
 //!
 //! Contract, per run:
@@ -29,9 +29,9 @@ use serde::Serialize;
 
 use super::parse::PipelineKind;
 use super::schema::{RankReport, Report, Run, SetupPhase};
-use crate::estimate::compare::{MeasuredPrint, MeasuredSaved};
-use crate::estimate::schedule::PrintPoint;
-use crate::estimate::{
+use memprints_estimate::compare::{MeasuredPrint, MeasuredSaved};
+use memprints_estimate::schedule::PrintPoint;
+use memprints_estimate::{
     EstimatorOptions, LoggedConfig, Measured, Overrides, RankComparison, RunSettings, Tolerance,
     compare, estimate,
 };

@@ -19,7 +19,7 @@
 //!   printed snapshot not found of the same rank and step (`rank(\d+)`, `step(\d+)` in the
 //!   names), else joins the run when there is only one, and is listed as skipped otherwise. When several runs print a path that
 //!   finds the same file, it is the last one's (a later run overwrites an earlier one's file);
-//!   the others say so. Snapshots are read through [`crate::snapshot::load`]; one that cannot be
+//!   the others say so. Snapshots are read through [`memprints_snapshot::load`]; one that cannot be
 //!   read keeps its error and the rest of the report is unchanged.
 
 use std::collections::BTreeMap;
@@ -28,7 +28,6 @@ use std::path::{Path, PathBuf};
 use super::schema::{
     HeldBy, MemoryView, PrintsPeak, Report, Run, SkippedInput, SnapshotView, StepsView,
 };
-use crate::snapshot;
 
 /// Stack groups kept per snapshot.
 const TOP_STACKS: usize = 5;
@@ -77,7 +76,7 @@ struct Wanted {
 /// Finds, reads and sets beside the prints every snapshot of every run (see the module doc).
 pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
     let mut wanted = printed_snapshots(report);
-    let given = match snapshot::expand_inputs(given) {
+    let given = match memprints_snapshot::expand_inputs(given) {
         Ok(files) => files,
         Err(err) => {
             report.skipped.push(SkippedInput {
@@ -104,7 +103,7 @@ pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
         } else if report.runs.len() == 1 {
             wanted.push(Wanted {
                 run: 0,
-                rank: snapshot::rank_of(&file),
+                rank: memprints_snapshot::rank_of(&file),
                 printed: None,
                 after_oom: false,
                 found: Some(file),
@@ -120,7 +119,8 @@ pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
         }
     }
     claim_by_the_last_run(&mut wanted);
-    let mut loaded: BTreeMap<PathBuf, Result<snapshot::SnapshotReport, String>> = BTreeMap::new();
+    let mut loaded: BTreeMap<PathBuf, Result<memprints_snapshot::SnapshotReport, String>> =
+        BTreeMap::new();
     for w in wanted {
         let run = &mut report.runs[w.run];
         let prints_peak = w.rank.and_then(|rank| {
@@ -146,7 +146,7 @@ pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
         if let Some(path) = &w.found {
             let result = loaded
                 .entry(path.clone())
-                .or_insert_with(|| snapshot::load(path, true).map_err(|e| e.to_string()));
+                .or_insert_with(|| memprints_snapshot::load(path, true).map_err(|e| e.to_string()));
             match result {
                 Ok(s) => fill(&mut view, s),
                 Err(e) => view.error = Some(format!("not read: {e}")),
@@ -193,7 +193,7 @@ fn the_missing_one_of_its_rank_and_step<'a>(
     wanted: &'a mut [Wanted],
     file: &Path,
 ) -> Option<&'a mut Wanted> {
-    let rank = snapshot::rank_of(file)?;
+    let rank = memprints_snapshot::rank_of(file)?;
     let step = number_after(&bare_name(file), "step")?;
     let mut fits = wanted.iter_mut().filter(|w| {
         w.found.is_none()
@@ -282,7 +282,7 @@ fn given_names(given: &[PathBuf]) -> String {
     names.join(", ")
 }
 
-fn fill(view: &mut SnapshotView, report: &snapshot::SnapshotReport) {
+fn fill(view: &mut SnapshotView, report: &memprints_snapshot::SnapshotReport) {
     let device = report.primary();
     let bytes = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
     let peak = bytes(device.peak_allocated_bytes);

@@ -25,7 +25,6 @@ pub mod marks;
 pub mod parse;
 pub mod passes;
 pub mod rank_map;
-pub mod render;
 pub mod runs;
 pub mod saved;
 pub mod schema;

@@ -73,7 +73,10 @@ pub(super) const CHUNK: usize = 1 << 20;
 
 /// Opens `path`, decompressing gzip or zstd when the magic bytes say so.
 pub fn open(path: &Path) -> io::Result<Box<dyn Read>> {
-    crate::compressed::decompressed(BufReader::with_capacity(64 * 1024, File::open(path)?))
+    memprints_snapshot::compressed::decompressed(BufReader::with_capacity(
+        64 * 1024,
+        File::open(path)?,
+    ))
 }
 
 /// Bit `k` of a [`Needles`] set says the line holds `NEEDLES[k]`.

@@ -95,7 +95,7 @@ pub fn names(runs: &[BTreeSet<usize>], inputs: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::parse::{Detail, Event};
+    use crate::parse::{Detail, Event};
 
     const DETAIL: Detail = Detail {
         allocated: 0,

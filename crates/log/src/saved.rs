@@ -97,7 +97,7 @@ pub fn sums(group: &SavedGroup) -> (i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::SavedTensor;
+    use crate::schema::SavedTensor;
 
     #[test]
     fn an_old_print_gets_its_exact_bytes_back_from_shape_and_dtype() {

@@ -19,8 +19,11 @@ use super::parse::PipelineKind;
 pub const SCHEMA_VERSION: u32 = 3;
 
 /// A whole report: what was read, and per run what it did and where the memory went.
+///
+/// `R` is what stands for a rank: [`RankReport`], or for a renderer that prepares ranks ahead
+/// (e.g. each rank's JSON, made on all cores) that form instead ([`Report::try_map_ranks`]).
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct Report<R = RankReport> {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
     /// The files read, in order (directories expanded).
@@ -30,7 +33,41 @@ pub struct Report {
     /// How many lines and prints were read over all inputs, and how many did not parse.
     pub stats: Stats,
     /// One entry per run (see [`super::runs`] for what makes a run), in the order they began.
-    pub runs: Vec<Run>,
+    pub runs: Vec<Run<R>>,
+}
+
+impl<R> Report<R> {
+    /// The same report with each run's ranks turned into `T` by `f` (which sees a run's ranks
+    /// at once, so it may work on them in parallel); every other field is cloned.
+    pub fn try_map_ranks<T, E>(
+        &self,
+        mut f: impl FnMut(&[R]) -> Result<Vec<T>, E>,
+    ) -> Result<Report<T>, E> {
+        let runs = self
+            .runs
+            .iter()
+            .map(|run| {
+                Ok(Run {
+                    name: run.name.clone(),
+                    sources: run.sources.clone(),
+                    stats: run.stats.clone(),
+                    training: run.training.clone(),
+                    oom: run.oom.clone(),
+                    summary: run.summary.clone(),
+                    memory: run.memory.clone(),
+                    ranks: f(&run.ranks)?,
+                    estimate: run.estimate.clone(),
+                })
+            })
+            .collect::<Result<_, E>>()?;
+        Ok(Report {
+            schema_version: self.schema_version,
+            inputs: self.inputs.clone(),
+            skipped: self.skipped.clone(),
+            stats: self.stats.clone(),
+            runs,
+        })
+    }
 }
 
 /// A file of a directory that `report` did not read as a log.
@@ -42,9 +79,10 @@ pub struct SkippedInput {
     pub reason: String,
 }
 
-/// One run: one launch of the training, from one file or several (one per node).
+/// One run: one launch of the training, from one file or several (one per node). `R` stands for
+/// a rank, as in [`Report`].
 #[derive(Debug, Clone, Serialize)]
-pub struct Run {
+pub struct Run<R = RankReport> {
     /// Named after its sources (`node0.log + node1.log`, `run.log, launch 2`).
     pub name: String,
     /// The files this run's lines came from, in input order.
@@ -60,8 +98,7 @@ pub struct Run {
     /// The prints' peak beside PithTrain's step peaks and the step-0 memory snapshots.
     pub memory: MemoryView,
     /// One entry per rank that printed (or the `--rank` selection), by rank.
-    #[serde(serialize_with = "super::render::json::serialize_ranks")]
-    pub ranks: Vec<RankReport>,
+    pub ranks: Vec<R>,
     /// PithTrain's memory estimator beside the prints; `None` unless `--estimate` was given.
     pub estimate: Option<EstimateSection>,
 }

@@ -167,8 +167,8 @@ pub fn across_ranks(ranks: &[RankReport]) -> Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::schema::Run;
-    use crate::report::{Report, ReportBuilder};
+    use crate::schema::Run;
+    use crate::{Report, ReportBuilder};
 
     const G: i64 = 1 << 30;
 

@@ -9,7 +9,7 @@
 ///
 /// ```
 /// assert_eq!(
-///     memprints::present::escape::html("<a href=\"x\">&'"),
+///     memprints_present::escape::html("<a href=\"x\">&'"),
 ///     "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
 /// );
 /// ```
@@ -32,7 +32,7 @@ pub fn html(text: &str) -> String {
 ///
 /// ```
 /// assert_eq!(
-///     memprints::present::escape::markdown("module[0] creation_x"),
+///     memprints_present::escape::markdown("module[0] creation_x"),
 ///     "module\\[0\\] creation\\_x"
 /// );
 /// ```

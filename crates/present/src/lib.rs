@@ -1,5 +1,7 @@
-//! The presentation wing: what the log report ([`crate::report`]) and the snapshot report
-//! ([`crate::snapshot`]) both need to show numbers to people.
+//! # memprints-present
+//!
+//! What memprints says, and how it looks: the log report ([`report`]) and the snapshot report
+//! ([`snapshot`]) rendered to text, markdown, HTML and JSON, on shared parts:
 //!
 //! - [`numbers`]: byte sizes in binary units (`12.34` GiB columns, `1.50 GiB` figures), signed
 //!   changes, counted nouns.
@@ -9,12 +11,15 @@
 //! - [`svg`]: hand-written SVG charts (memory over a schedule, stacked breakdown bars).
 //! - [`timeline`]: the interactive memory timeline of a trace (canvas, zoom, hover).
 //!
-//! Contract: everything here is pure (the same input gives the same bytes) and knows nothing of
-//! logs or pickles; the domain modules decide what to say, this module how it looks.
+//! Contract: everything here is pure (the same input gives the same bytes) and reads the models
+//! of `memprints-log`, `memprints-snapshot` and `memprints-estimate` without changing them; they
+//! decide what was measured, this crate what is said of it and how it looks.
 
 pub mod escape;
 pub mod html;
 pub mod numbers;
+pub mod report;
+pub mod snapshot;
 pub mod svg;
 pub mod table;
 pub mod timeline;

@@ -6,7 +6,7 @@ use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
 use ruff_text_size::Ranged;
 
 use crate::error::Error;
-use crate::python::{PySource, find};
+use crate::{PySource, find};
 
 /// An anchor error for `anchor` in `function`, showing the lines around `near`.
 pub fn missing(src: &PySource, function: &str, anchor: &str, near: usize) -> Error {

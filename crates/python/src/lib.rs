@@ -1,13 +1,25 @@
-//! Python source files as memprints sees them: the text, its parsed module (Ruff's parser), and
-//! the line arithmetic every edit needs. Offsets are byte offsets into the text.
+//! # memprints-python
+//!
+//! Python source files as memprints sees them, with Ruff's own crates (parser, AST, formatter)
+//! in-process: [`PySource`] (the text, its parsed module and the line arithmetic every edit
+//! needs; offsets are byte offsets into the text), [`find`] (functions, classes, statements by
+//! shape), [`anchor`] (an anchor that is missing becomes an error showing the lines where it was
+//! expected), [`edit`] (the one edit model: edits, their add/remove pairs, formatting inserted
+//! code under the repository's own `[tool.ruff]` settings) and [`text`] (line-wise helpers).
+//!
+//! It knows Python, not PithTrain: the codemod (`memprints-codemod`) says what to find and
+//! insert. Its errors are [`Error`].
 
 pub mod anchor;
+pub mod edit;
+pub mod error;
 pub mod find;
+pub mod text;
+
+pub use error::{Error, Result};
 
 use ruff_python_ast::ModModule;
 use ruff_text_size::Ranged;
-
-use crate::error::{Error, Result};
 
 /// One parsed Python file.
 pub struct PySource {

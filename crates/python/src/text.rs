@@ -6,7 +6,7 @@
 /// whitespace), and a trailing newline stays a trailing newline.
 ///
 /// ```
-/// use memprints::text::indent;
+/// use memprints_python::text::indent;
 ///
 /// assert_eq!(indent("a\n  b", "    "), "    a\n      b");
 /// // Empty lines get no indentation, so no trailing whitespace appears.
@@ -36,7 +36,7 @@ pub fn indent(text: &str, prefix: &str) -> String {
 /// that starts with less of it loses what it has of it, so tabs and spaces are never mixed up.
 ///
 /// ```
-/// use memprints::text::dedent;
+/// use memprints_python::text::dedent;
 ///
 /// assert_eq!(dedent("    a\n        b", "    "), "a\n    b");
 /// // Lines indented less than `prefix` (and empty lines) lose what they have of it.
@@ -67,7 +67,7 @@ pub fn dedent(text: &str, prefix: &str) -> String {
 /// `text` (with `\n` line ends) written with the newline `newline` (`"\n"` or `"\r\n"`).
 ///
 /// ```
-/// use memprints::text::with_newline;
+/// use memprints_python::text::with_newline;
 ///
 /// assert_eq!(with_newline("a\nb\n".to_string(), "\r\n"), "a\r\nb\r\n");
 /// assert_eq!(with_newline("a\nb".to_string(), "\n"), "a\nb");
@@ -82,7 +82,7 @@ pub fn with_newline(text: String, newline: &str) -> String {
 /// The leading spaces and tabs of `line`.
 ///
 /// ```
-/// use memprints::text::leading_whitespace;
+/// use memprints_python::text::leading_whitespace;
 ///
 /// assert_eq!(leading_whitespace("    x = 1"), "    ");
 /// assert_eq!(leading_whitespace("\t x"), "\t ");

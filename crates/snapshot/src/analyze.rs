@@ -648,7 +648,7 @@ impl<'a> FrameNames<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::decode::{Block, Segment};
+    use crate::decode::{Block, Segment};
 
     fn frame(file: &str, line: i64, name: &str) -> Frame {
         Frame {

@@ -1,24 +1,27 @@
-//! `memprints snapshot`: reads `torch.cuda.memory._snapshot()` pickles without running Python
-//! and reports what held memory at the peak.
+//! # memprints-snapshot
+//!
+//! Reads `torch.cuda.memory._snapshot()` pickles without running Python and finds what held
+//! memory at the peak.
 //!
 //! The flow: [`pickle`] reads bytes into values without executing anything → [`decode`] turns
 //! them into compact segments, trace entries and interned frames → [`analyze`] finds the peak,
 //! what was allocated, active and reserved there, the stacks live there and the OOMs →
 //! [`timeline`] packs a device's trace for the interactive chart → [`diff`] compares two
-//! snapshots → [`render`] writes text, JSON (`schema/snapshot.schema.json`) or HTML.
+//! snapshots. Saying it (text, JSON, HTML) is `memprints-present`'s job; [`compressed`] opens
+//! gzip, zstd and xz inputs, for the log reader too.
 //!
 //! # Entry point for other commands
 //! [`load`] reads and analyses one file (plain, gzip, zstd or xz) and returns a
 //! [`SnapshotReport`]; its [`SnapshotReport::primary`] device carries `peak_allocated_bytes`,
 //! `peak_reserved_bytes`, `peak_active_bytes`, `peak_time_us` and `peak_stacks` (largest
 //! first). This signature and those fields are kept stable for `report`. [`load_all`] reads
-//! many files on all cores; the subcommand's arguments live in `crate::cli::snapshot`.
+//! many files on all cores.
 
 pub mod analyze;
+pub mod compressed;
 pub mod decode;
 pub mod diff;
 pub mod pickle;
-pub mod render;
 pub mod timeline;
 
 use std::fs::File;

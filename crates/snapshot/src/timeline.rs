@@ -356,21 +356,18 @@ mod tests {
     /// On the kept real snapshots and the synthetic one with an alloc on a live address.
     #[test]
     fn the_page_replays_the_reports_peak() {
-        let root = env!("CARGO_MANIFEST_DIR");
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
         for file in [
             "tests/data/e2e/qwen3-tiny-pp1-instr-rank0-step0.pickle.gz",
             "tests/data/e2e/dsv2-tiny-pp1-instr-rank0-step0.pickle.gz",
             "tests/data/snapshot/basic_p4.pickle",
         ] {
-            let options = crate::snapshot::LoadOptions {
+            let options = crate::LoadOptions {
                 progress: false,
                 timeline: true,
             };
-            let r = crate::snapshot::load_with(
-                std::path::Path::new(&format!("{root}/{file}")),
-                options,
-            )
-            .unwrap();
+            let r =
+                crate::load_with(std::path::Path::new(&format!("{root}/{file}")), options).unwrap();
             let t = &r.timelines[0];
             assert_eq!(
                 replay(t),

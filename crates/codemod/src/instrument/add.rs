@@ -8,12 +8,12 @@ use ruff_python_ast::Stmt;
 use super::group::Group;
 use super::groups_of;
 use super::vocabulary::Vocabulary;
-use crate::edit::FileEdits;
-use crate::edit::format::FormatSettings;
 use crate::error::{Error, Result};
 use crate::params::Params;
 use crate::pithtrain::{PerTarget, Repo, Target};
-use crate::python::PySource;
+use memprints_python::PySource;
+use memprints_python::edit::FileEdits;
+use memprints_python::edit::format::FormatSettings;
 
 /// What one group put where, for the summary.
 #[derive(Debug, Clone)]
@@ -65,12 +65,12 @@ pub struct AddPlan {
 }
 
 impl AddPlan {
-    /// The files whose text changes, as replacements for [`crate::write::write_all`].
-    pub fn replacements(&self) -> Vec<crate::write::Replacement<'_>> {
+    /// The files whose text changes, as replacements for [`memprints_commit::write_all`].
+    pub fn replacements(&self) -> Vec<memprints_commit::Replacement<'_>> {
         self.files
             .iter()
             .filter(|f| f.updated != f.original)
-            .map(|f| crate::write::Replacement {
+            .map(|f| memprints_commit::Replacement {
                 rel: &f.rel,
                 expected: &f.original,
                 updated: &f.updated,
@@ -154,7 +154,7 @@ pub fn plan_group(
 ) -> Result<String> {
     let mut edits = FileEdits::new(src, settings);
     (group.insert)(&mut edits, params)?;
-    edits.apply()
+    Ok(edits.apply()?)
 }
 
 /// Refuses a file of `target` whose inserted code needs `torch` when it does not import it.
@@ -183,7 +183,7 @@ fn binds_torch(src: &PySource) -> bool {
 /// ruff format settings, that the rewritten one is too; records which it was.
 pub fn check_formatting(settings: &FormatSettings, file: &mut FileChange) -> Result<PySource> {
     let parsed = PySource::parse(file.rel.clone(), file.updated.clone())?;
-    let format_error = |message| Error::Format {
+    let format_error = |message| memprints_python::Error::Format {
         file: file.rel.clone(),
         message,
     };
@@ -191,12 +191,12 @@ pub fn check_formatting(settings: &FormatSettings, file: &mut FileChange) -> Res
     // The original's stability matters only when the result is not stable: then either the
     // user's file was not formatted to begin with, or memprints inserted something unstable.
     if !file.was_formatted && settings.is_stable(&file.original).unwrap_or(false) {
-        let formatted = settings
-            .format_module(&file.updated)
-            .map_err(|message| Error::Format {
+        let formatted = settings.format_module(&file.updated).map_err(|message| {
+            memprints_python::Error::Format {
                 file: file.rel.clone(),
                 message,
-            })?;
+            }
+        })?;
         return Err(Error::bug(
             &file.rel,
             "after instrumentation the file would not be stable under ruff format",

@@ -19,12 +19,12 @@ use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::Ranged;
 
 use super::group::{Group, Marker, Words};
-use crate::edit::FileEdits;
 use crate::error::Result;
 use crate::params::Params;
 use crate::pithtrain::Target;
-use crate::python::{anchor, find};
 use crate::template::CHECKPOINT;
+use memprints_python::edit::FileEdits;
+use memprints_python::{anchor, find};
 
 /// Group 6.
 pub const GROUP: Group = Group {
@@ -64,7 +64,8 @@ fn insert(edits: &mut FileEdits, params: &Params) -> Result<Words> {
             "load_checkpoint",
             "a local `optimizers` (or `optimizer`)",
             def.start().to_usize(),
-        ));
+        )
+        .into());
     };
     let block = CHECKPOINT.fill(
         "after_load",

@@ -27,12 +27,12 @@ use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
 use ruff_text_size::Ranged;
 
 use super::group::{Group, Marker, Words};
-use crate::edit::FileEdits;
 use crate::error::Result;
 use crate::params::Params;
 use crate::pithtrain::Target;
-use crate::python::anchor;
 use crate::template::DISTRIBUTED;
+use memprints_python::anchor;
+use memprints_python::edit::FileEdits;
 
 /// Group 2.
 pub const GROUP: Group = Group {

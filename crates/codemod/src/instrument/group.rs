@@ -2,11 +2,11 @@
 //! `GROUP`; [`super::GROUPS`] lists them in the skill's order, and `add`, `remove` and `status`
 //! all read that list.
 
-use crate::edit::FileEdits;
 use crate::error::Result;
 use crate::params::Params;
 use crate::pithtrain::Target;
 use crate::template::TemplateFile;
+use memprints_python::edit::FileEdits;
 
 /// Words that fill the placeholders of a group's [`Group::summary`], as its `insert` found
 /// them in the code (e.g. the model's class names).

@@ -29,12 +29,12 @@ use ruff_python_ast::{Expr, Stmt, StmtFunctionDef};
 use ruff_text_size::Ranged;
 
 use super::group::{Group, Marker, Words};
-use crate::edit::{FileEdits, actions};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::params::Params;
 use crate::pithtrain::Target;
-use crate::python::{PySource, anchor, find};
 use crate::template::LAYER_FORWARD;
+use memprints_python::edit::{FileEdits, actions};
+use memprints_python::{PySource, anchor, find};
 
 /// Group 5A.
 pub const GROUP: Group = Group {
@@ -131,6 +131,7 @@ fn stage_call<'a>(
             def.start().to_usize(),
         )
     })
+    .map_err(Error::from)
 }
 
 /// The last top-level `nvtx.range_pop()` between the `# Stage {stage}.` and `# Stage {next}.`
@@ -157,6 +158,7 @@ fn closing_range_pop<'a>(
                 from,
             )
         })
+        .map_err(Error::from)
 }
 
 #[cfg(test)]

@@ -28,12 +28,12 @@
 use ruff_python_ast::Stmt;
 
 use super::group::{Group, Marker, Words};
-use crate::edit::FileEdits;
 use crate::error::Result;
 use crate::params::Params;
 use crate::pithtrain::Target;
-use crate::python::anchor;
 use crate::template::LAYER_HELPERS;
+use memprints_python::anchor;
+use memprints_python::edit::FileEdits;
 
 /// Group 1B.
 pub const GROUP: Group = Group {
@@ -197,7 +197,7 @@ prof.print_summary()
         std::fs::write(&script, REPLAY).unwrap();
         let log = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/e2e/defaults-pp1/qwen3-tiny-pp1-instr.log"
+            "/../../tests/data/e2e/defaults-pp1/qwen3-tiny-pp1-instr.log"
         );
         let out = std::process::Command::new("python3")
             .args([&script, &helpers, std::path::Path::new(log)])

@@ -41,13 +41,13 @@ use ruff_text_size::Ranged;
 
 use super::group::{Group, Marker, Words};
 use super::vocabulary::Vocabulary;
-use crate::edit::{FileEdits, actions};
 use crate::error::{Error, Result};
 use crate::params::Params;
 use crate::pithtrain::Target;
 use crate::pithtrain::layout::ModelLayout;
-use crate::python::{PySource, anchor, find};
 use crate::template::LAYER_INTERNALS;
+use memprints_python::edit::{FileEdits, actions};
+use memprints_python::{PySource, anchor, find};
 
 /// Groups 5B-5E.
 pub const GROUP: Group = Group {
@@ -118,14 +118,17 @@ fn not_compiled<'a>(src: &PySource, def: &'a StmtFunctionDef) -> Result<&'a Stmt
 }
 
 fn first_stmt<'a>(src: &PySource, def: &'a StmtFunctionDef) -> Result<&'a Stmt> {
-    find::body_after_docstring(def).first().ok_or_else(|| {
-        anchor::missing(
-            src,
-            def.name.as_str(),
-            "a statement in the body",
-            def.start().to_usize(),
-        )
-    })
+    find::body_after_docstring(def)
+        .first()
+        .ok_or_else(|| {
+            anchor::missing(
+                src,
+                def.name.as_str(),
+                "a statement in the body",
+                def.start().to_usize(),
+            )
+        })
+        .map_err(Error::from)
 }
 
 fn stage1_probes(edits: &mut FileEdits, def: &StmtFunctionDef, layers: &str) -> Result<()> {
@@ -159,7 +162,7 @@ fn stage1_probes(edits: &mut FileEdits, def: &StmtFunctionDef, layers: &str) -> 
     }
     let after_dispatch =
         LAYER_INTERNALS.fill("stage1_after_dispatch", &[("DISPATCH", dispatch_name)]);
-    edits.insert_after(dispatch, &after_dispatch)
+    Ok(edits.insert_after(dispatch, &after_dispatch)?)
 }
 
 fn stage3_probes(edits: &mut FileEdits, def: &StmtFunctionDef, layers: &str) -> Result<()> {
@@ -227,9 +230,9 @@ fn stage3_probes(edits: &mut FileEdits, def: &StmtFunctionDef, layers: &str) -> 
     let keyword = LAYER_INTERNALS.fragment("experts_keyword");
     actions::add_keyword_argument(edits, experts, call, keyword)?;
     edits.insert_after(experts, &fill("stage3_after_experts", &[("OUTS", outs)]))?;
-    actions::split_return(edits, unshuffle, |expr| {
+    Ok(actions::split_return(edits, unshuffle, |expr| {
         fill("stage3_return", &[("EXPR", expr)])
-    })
+    })?)
 }
 
 /// Names that `expr` reads as data: plain names, but not `name.shape`, `.device`, `.dtype`.
@@ -340,11 +343,12 @@ fn experts_probes(edits: &mut FileEdits, def: &StmtFunctionDef) -> Result<()> {
             "forward",
             &format!("a projection of the input `{input}`"),
             near,
-        ));
+        )
+        .into());
     }
 
     let Some(ret @ Stmt::Return(ret_stmt)) = body.last() else {
-        return Err(anchor::missing(src, "forward", "the final `return`", near));
+        return Err(anchor::missing(src, "forward", "the final `return`", near).into());
     };
     let Some(value @ Expr::Call(call)) = ret_stmt.value.as_deref() else {
         // A body that returns a name (or nothing) already shows its result: it keeps its return.
@@ -358,7 +362,8 @@ fn experts_probes(edits: &mut FileEdits, def: &StmtFunctionDef) -> Result<()> {
                 "forward",
                 "a final `return <projection>(<activation>(...))`, or `return <name>`",
                 ret.start().to_usize(),
-            ));
+            )
+            .into());
         }
     };
     let outer_operation = describe(src, value);
@@ -415,9 +420,9 @@ fn edge_probes(edits: &mut FileEdits, layout: &ModelLayout) -> Result<()> {
         })?;
     edits.insert_after(norm, LAYER_INTERNALS.block("epilog_after_norm"))?;
     let ret = final_return(src, epilog)?;
-    actions::split_return(edits, ret, |expr| {
+    Ok(actions::split_return(edits, ret, |expr| {
         LAYER_INTERNALS.fill("epilog_return", &[("EXPR", expr)])
-    })
+    })?)
 }
 
 fn final_return<'a>(src: &PySource, def: &'a StmtFunctionDef) -> Result<&'a Stmt> {
@@ -432,6 +437,7 @@ fn final_return<'a>(src: &PySource, def: &'a StmtFunctionDef) -> Result<&'a Stmt
                 def.start().to_usize(),
             )
         })
+        .map_err(Error::from)
 }
 
 #[cfg(test)]

@@ -31,12 +31,12 @@
 use ruff_text_size::Ranged;
 
 use super::group::{Group, Marker, Words};
-use crate::edit::FileEdits;
 use crate::error::Result;
 use crate::params::Params;
 use crate::pithtrain::Target;
-use crate::python::{anchor, find};
 use crate::template::PIPELINE;
+use memprints_python::edit::FileEdits;
+use memprints_python::{anchor, find};
 
 /// Group 4.
 pub const GROUP: Group = Group {

@@ -14,12 +14,12 @@
 //! Observation only: on the printing ranks it synchronizes, reads memory counters and prints.
 
 use super::group::{Group, Marker, Words};
-use crate::edit::FileEdits;
 use crate::error::Result;
 use crate::params::Params;
 use crate::pithtrain::Target;
-use crate::python::anchor;
 use crate::template::SETUP_HELPERS;
+use memprints_python::anchor;
+use memprints_python::edit::FileEdits;
 
 /// Group 1C.
 pub const GROUP: Group = Group {

@@ -28,12 +28,12 @@ use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::Ranged;
 
 use super::group::{Group, Marker, Words};
-use crate::edit::{FileEdits, actions};
 use crate::error::Result;
 use crate::params::Params;
 use crate::pithtrain::Target;
-use crate::python::{anchor, find};
 use crate::template::SNAPSHOT;
+use memprints_python::edit::{FileEdits, actions};
+use memprints_python::{anchor, find};
 
 /// Group 7.
 pub const GROUP: Group = Group {

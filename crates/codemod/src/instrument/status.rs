@@ -17,7 +17,7 @@ use super::{GROUPS, Group, groups_of};
 use crate::error::{Error, Result};
 use crate::params::{Params, parse_python_int_collection};
 use crate::pithtrain::{self, PerTarget, Repo, Target};
-use crate::python::PySource;
+use memprints_python::PySource;
 
 /// Whether a group's code is all there, partly there, or absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

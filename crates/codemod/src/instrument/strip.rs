@@ -14,10 +14,10 @@ use ruff_python_ast::{ExceptHandler, Expr, Stmt, StmtFunctionDef, StmtTry};
 use ruff_text_size::Ranged;
 
 use super::vocabulary::{Vocabulary, Weak};
-use crate::edit::format::FormatSettings;
-use crate::edit::{FileEdits, actions};
 use crate::error::Result;
-use crate::python::{PySource, find};
+use memprints_python::edit::format::FormatSettings;
+use memprints_python::edit::{FileEdits, actions};
+use memprints_python::{PySource, find};
 
 /// Strips the instrumentation out of `src`, returning the candidate original text.
 pub fn strip(src: &PySource, settings: &FormatSettings) -> Result<String> {
@@ -29,7 +29,7 @@ pub fn strip(src: &PySource, settings: &FormatSettings) -> Result<String> {
     stripper.body(&src.module.body, true)?;
     stripper.comments()?;
     stripper.optional_imports();
-    stripper.edits.apply()
+    Ok(stripper.edits.apply()?)
 }
 
 struct Stripper<'s> {
@@ -261,7 +261,7 @@ impl<'s> Stripper<'s> {
         }
         let name = names[0];
         if self.words.split_names.iter().any(|n| n == name) {
-            return actions::join_return(&mut self.edits, assign, ret);
+            return Ok(actions::join_return(&mut self.edits, assign, ret)?);
         }
         let nested = self
             .words

@@ -13,10 +13,10 @@ use ruff_python_ast::{Expr, Stmt};
 
 use super::group::Group;
 use super::vocabulary::Vocabulary;
-use crate::edit::format::FormatSettings;
 use crate::params::Params;
-use crate::python::PySource;
 use crate::template::Section;
+use memprints_python::PySource;
+use memprints_python::edit::format::FormatSettings;
 
 /// PithTrain's formatter settings (line length 100).
 pub fn settings() -> FormatSettings {
@@ -191,11 +191,14 @@ pub fn check_blocks(group: &Group) {
             let head = "import torch\n\n\ndef host(self, x):\n    x = x + 1\n";
             let mut expected = head.to_string();
             for line in &kept {
-                expected.push_str(&crate::text::indent(line, "    "));
+                expected.push_str(&memprints_python::text::indent(line, "    "));
                 expected.push('\n');
             }
             (
-                format!("{head}{}\n", crate::text::indent(&filled, "    ")),
+                format!(
+                    "{head}{}\n",
+                    memprints_python::text::indent(&filled, "    ")
+                ),
                 expected,
             )
         };

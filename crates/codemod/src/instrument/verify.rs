@@ -12,12 +12,12 @@ use super::group::Group;
 use super::groups_of;
 use super::strip::strip;
 use super::vocabulary::Vocabulary;
-use crate::edit::FileEdits;
-use crate::edit::format::FormatSettings;
 use crate::error::{Error, Result};
 use crate::params::{Params, parse_python_int_collection};
 use crate::pithtrain::Target;
-use crate::python::PySource;
+use memprints_python::PySource;
+use memprints_python::edit::FileEdits;
+use memprints_python::edit::format::FormatSettings;
 
 /// What a file holds, measured against `add`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +92,7 @@ pub fn check(
     // A stripped text that does not parse is never written, not even with `--force`.
     let candidate = match PySource::parse(src.rel.clone(), text.clone()) {
         Ok(candidate) => candidate,
-        Err(e) => return unverifiable(None, e),
+        Err(e) => return unverifiable(None, e.into()),
     };
     let params = params_in(target, src, fallback);
     let groups: Vec<&'static Group> = groups_of(target).collect();
@@ -154,7 +154,7 @@ fn plan_groups(
     for group in groups {
         (group.insert)(&mut edits, params)?;
     }
-    edits.apply()
+    Ok(edits.apply()?)
 }
 
 /// Which lines of `current` differ from `expected`.

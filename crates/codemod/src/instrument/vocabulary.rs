@@ -35,8 +35,8 @@ use ruff_text_size::Ranged;
 use super::GROUPS;
 use super::group::Group;
 use crate::pithtrain::{PerTarget, Target};
-use crate::python::{PySource, find};
 use crate::template::{Section, SectionKind, TemplateFile, fill, placeholder_words};
+use memprints_python::{PySource, find};
 
 /// Everything memprints' code is recognised by. See the module documentation for the rules.
 #[derive(Debug, Default)]

@@ -12,7 +12,7 @@ use ruff_python_ast::{Expr, Stmt, StmtClassDef, StmtFunctionDef};
 use ruff_text_size::Ranged;
 
 use crate::error::{Error, Result};
-use crate::python::{PySource, anchor, find};
+use memprints_python::{PySource, anchor, find};
 
 /// The three classes of a model file that memprints instruments.
 pub struct ModelLayout<'a> {
@@ -40,7 +40,7 @@ impl<'a> ModelLayout<'a> {
                         what: "this model uses the old stage API (forward_attn / forward_mlp / forward_aggregate)".into(),
                     }
                 } else {
-                    anchor::missing(src, "<module>", "a decoder-layer class with forward_stage1/3/5 methods", 0)
+                    anchor::missing(src, "<module>", "a decoder-layer class with forward_stage1/3/5 methods", 0).into()
                 }
             })?;
         let model = find::classes(body)
@@ -147,5 +147,6 @@ fn experts_class<'a>(src: &'a PySource, decoder: &'a StmtClassDef) -> Result<&'a
         &format!("{}.__init__", decoder.name),
         "the experts class (`self.mlp = MoE(...)` whose `__init__` sets `self.experts = Experts(...)`)",
         near,
-    ))
+    )
+    .into())
 }

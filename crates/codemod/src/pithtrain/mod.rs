@@ -11,9 +11,9 @@ pub use target::{PerTarget, Target};
 
 use std::path::{Path, PathBuf};
 
-use crate::edit::format::FormatSettings;
 use crate::error::{Error, Result};
-use crate::python::{PySource, find};
+use memprints_python::edit::format::FormatSettings;
+use memprints_python::{PySource, find};
 
 /// `pithtrain/dualpipe/execution.py`: groups 1B and 5A.
 pub const EXECUTION: &str = "pithtrain/dualpipe/execution.py";
@@ -27,6 +27,15 @@ pub const TRAINING: &str = "pithtrain/modules/training.py";
 pub const PRETRAIN_LM: &str = "pithtrain/tasks/pretrain_lm.py";
 /// The folder of model files.
 pub const MODELS_DIR: &str = "pithtrain/models";
+
+/// The folders the six files live in, relative to the root: where a commit's temp files can be
+/// left by a killed run ([`memprints_commit::recover`] looks there).
+pub const TARGET_FOLDERS: [&str; 4] = [
+    "pithtrain/dualpipe",
+    "pithtrain/models",
+    "pithtrain/modules",
+    "pithtrain/tasks",
+];
 
 /// Files in `pithtrain/models/` that are not models.
 const NOT_MODELS: &[&str] = &["__init__", "interface"];
@@ -73,7 +82,7 @@ impl Repo {
     pub fn read(&self, rel: &str) -> Result<PySource> {
         let path = self.root.join(rel);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        PySource::parse(rel, text)
+        Ok(PySource::parse(rel, text)?)
     }
 
     /// The six paths an instrumentation of `model` edits.
@@ -178,10 +187,22 @@ fn names_pithtrain(pyproject: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_target_folders_hold_the_six_files() {
+        let mut folders: Vec<&str> = [EXECUTION, DUALPIPEV, DISTRIBUTED, TRAINING, PRETRAIN_LM]
+            .iter()
+            .filter_map(|rel| std::path::Path::new(rel).parent()?.to_str())
+            .chain([MODELS_DIR])
+            .collect();
+        folders.sort_unstable();
+        folders.dedup();
+        assert_eq!(folders, super::TARGET_FOLDERS);
+    }
+
     use super::*;
 
     fn fixture() -> Repo {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/minitrain");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/minitrain");
         Repo::locate(Some(&root)).unwrap()
     }
 

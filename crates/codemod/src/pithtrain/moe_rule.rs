@@ -15,7 +15,7 @@ use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
 use crate::pithtrain::layout::ModelLayout;
-use crate::python::{PySource, find};
+use memprints_python::{PySource, find};
 
 /// The rule, the config it was evaluated with, and the result.
 #[derive(Debug, Clone)]

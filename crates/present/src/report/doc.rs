@@ -10,9 +10,9 @@
 //! renderers escape them for their format. [`Block::Charts`] marks where the HTML page puts a
 //! run's charts; text and markdown skip it.
 
-use crate::present::numbers::{gib, mib, plural, signed_gib};
-use crate::present::table::Table;
-use crate::report::schema::{Breakdown, RankReport, Report, Run, SetupPhase};
+use crate::numbers::{gib, mib, plural, signed_gib};
+use crate::table::Table;
+use memprints_log::schema::{Breakdown, RankReport, Report, Run, SetupPhase};
 
 use super::{estimate, view};
 
@@ -213,7 +213,7 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
     }
 }
 
-fn oom_section(run: &Run, oom: &crate::report::schema::Oom, out: &mut Vec<Block>) {
+fn oom_section(run: &Run, oom: &memprints_log::schema::Oom, out: &mut Vec<Block>) {
     let mut text = "The run was cut off by a CUDA out-of-memory error".to_owned();
     if let Some(bytes) = oom.tried_to_allocate {
         text += &format!(" (tried to allocate {} GiB)", gib(bytes));

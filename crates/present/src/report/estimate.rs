@@ -5,11 +5,11 @@
 //! be made it adds one warning with the reason and nothing else. An absent side prints as
 //! "not estimated" / "not measured", never as 0.
 
-use crate::estimate::compare::{Component, Direction, Pair};
-use crate::present::numbers::{gib, signed_gib};
-use crate::present::table::Table;
-use crate::report::estimate::{EstimateSection, RankEstimate};
-use crate::report::schema::Run;
+use crate::numbers::{gib, signed_gib};
+use crate::table::Table;
+use memprints_estimate::compare::{Component, Direction, Pair};
+use memprints_log::estimate::{EstimateSection, RankEstimate};
+use memprints_log::schema::Run;
 
 use super::doc::{Block, NOT_APPLICABLE, NOT_MEASURED, Tone};
 

@@ -2,7 +2,7 @@
 //! document the text renderer prints, with two SVG charts per run (memory over the pipeline
 //! schedule per rank; the breakdown at the peak per rank) where the document marks them.
 //!
-//! Contract: the page is [`crate::present::html::Layout::Document`]; each
+//! Contract: the page is [`crate::html::Layout::Document`]; each
 //! [`Block::Charts`] becomes its run's charts (left out when no rank has a pipeline or a
 //! breakdown). The breakdown chart draws the parts every charted rank measured; a part some
 //! rank did not measure is added to "other static" for all of them, as the breakdown itself
@@ -13,12 +13,12 @@
 use std::fmt::Write;
 
 use super::doc::{BREAKDOWN_PARTS, Block, Tone, breakdown_parts};
-use crate::present::escape;
-use crate::present::html::{self, Layout};
-use crate::present::numbers::in_gib;
-use crate::present::svg::{Series, line_chart, stacked_bars};
-use crate::report::Report;
-use crate::report::schema::Run;
+use crate::escape;
+use crate::html::{self, Layout};
+use crate::numbers::in_gib;
+use crate::svg::{Series, line_chart, stacked_bars};
+use memprints_log::Report;
+use memprints_log::schema::Run;
 
 /// Where "other static" sits in [`BREAKDOWN_PARTS`].
 const OTHER_STATIC: usize = 2;

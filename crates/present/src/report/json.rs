@@ -2,29 +2,16 @@
 //!
 //! Contract: [`write`] writes exactly what `serde_json::to_writer` (or `to_writer_pretty`)
 //! writes for the report, and a newline. On one line, the ranks of each run, nearly all of the
-//! bytes, are rendered on all cores first and set in place as they are reached
-//! ([`serialize_ranks`], the `serialize_with` of [`Run::ranks`]): a rank's JSON on one line
-//! does not depend on where it sits, so the document is the same byte for byte.
-//!
-//! [`Run::ranks`]: crate::report::schema::Run::ranks
+//! bytes, are rendered on all cores first ([`Report::try_map_ranks`] into raw JSON values) and
+//! the document is then written around them: a rank's JSON on one line does not depend on where
+//! it sits, so the document is the same byte for byte.
 
-use std::cell::RefCell;
 use std::io::{self, Write as _};
 
 use rayon::prelude::*;
-use serde::Serializer;
 use serde_json::value::RawValue;
 
-use crate::report::Report;
-use crate::report::schema::RankReport;
-
-/// A run's ranks rendered ahead: the address of the run's ranks, and each rank's JSON.
-type Ahead = (*const RankReport, Vec<Box<RawValue>>);
-
-thread_local! {
-    /// The ranks [`write`] rendered ahead, while it writes.
-    static RENDERED: RefCell<Vec<Ahead>> = const { RefCell::new(Vec::new()) };
-}
+use memprints_log::Report;
 
 /// Writes `report` as JSON and a newline (see the module doc).
 pub fn write(report: &Report, pretty: bool, out: impl io::Write) -> io::Result<()> {
@@ -32,45 +19,22 @@ pub fn write(report: &Report, pretty: bool, out: impl io::Write) -> io::Result<(
     if pretty {
         serde_json::to_writer_pretty(&mut text, report)?;
     } else {
-        let rendered = report
-            .runs
-            .iter()
-            .filter(|run| !run.ranks.is_empty())
-            .map(|run| {
-                let ranks = run
-                    .ranks
-                    .par_iter()
-                    .map(serde_json::value::to_raw_value)
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok((run.ranks.as_ptr(), ranks))
-            })
-            .collect::<serde_json::Result<Vec<_>>>()?;
-        RENDERED.with(|r| *r.borrow_mut() = rendered);
-        let written = serde_json::to_writer(&mut text, report);
-        RENDERED.with(|r| r.borrow_mut().clear());
-        written?;
+        let ahead: Report<Box<RawValue>> = report.try_map_ranks(|ranks| {
+            ranks
+                .par_iter()
+                .map(serde_json::value::to_raw_value)
+                .collect::<serde_json::Result<Vec<_>>>()
+        })?;
+        serde_json::to_writer(&mut text, &ahead)?;
     }
     text.write_all(b"\n")?;
     text.flush()
 }
 
-/// Serialises a run's ranks: as [`write`] rendered them ahead, when it did, else one by one.
-pub fn serialize_ranks<S: Serializer>(ranks: &[RankReport], s: S) -> Result<S::Ok, S::Error> {
-    let ahead = RENDERED.with(|r| {
-        let mut r = r.borrow_mut();
-        let at = r.iter().position(|(p, _)| *p == ranks.as_ptr())?;
-        Some(r.swap_remove(at).1)
-    });
-    match ahead {
-        Some(raw) if raw.len() == ranks.len() => s.collect_seq(raw),
-        _ => s.collect_seq(ranks),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::ReportBuilder;
+    use memprints_log::ReportBuilder;
 
     /// A report of three runs of five ranks.
     fn report() -> Report {
@@ -99,8 +63,6 @@ mod tests {
             String::from_utf8(ours).unwrap(),
             String::from_utf8(want).unwrap()
         );
-        // Nothing is left behind for a later serialisation.
-        assert!(RENDERED.with(|r| r.borrow().is_empty()));
         let mut pretty = Vec::new();
         write(&report, true, &mut pretty).unwrap();
         let mut want = serde_json::to_vec_pretty(&report).unwrap();

@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use super::doc::{Block, Tone};
-use crate::present::escape;
-use crate::present::table::Table;
+use crate::escape;
+use crate::table::Table;
 
 /// Renders `doc` as markdown.
 pub fn render(doc: &[Block]) -> String {

@@ -4,7 +4,7 @@
 //! share one document ([`doc`]) so they say the same things; what the report says is decided
 //! there, once. JSON is the report itself, as documented by `schema/report.schema.json`.
 //! `color` only affects `text` (ANSI escapes). How things look (tables, units, escaping, the
-//! page and its charts) comes from [`crate::present`].
+//! page and its charts) comes from the crate's shared parts ([`crate::table`], [`crate::html`], …).
 
 pub mod doc;
 pub mod estimate;
@@ -14,10 +14,10 @@ pub mod markdown;
 pub mod text;
 pub mod view;
 
-use super::Report;
+use memprints_log::Report;
 
 /// An output format of `memprints report`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Aligned tables for a terminal.
     Text,

@@ -3,7 +3,7 @@
 //! column widths are right.
 
 use super::doc::{Block, Tone};
-use crate::present::table::Border;
+use crate::table::Border;
 
 /// Renders `doc` as text; `color` adds ANSI escapes.
 pub fn render(doc: &[Block], color: bool) -> String {
@@ -54,7 +54,7 @@ pub fn render(doc: &[Block], color: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::present::table::Table;
+    use crate::table::Table;
 
     fn doc() -> Vec<Block> {
         vec![

@@ -1,15 +1,15 @@
 //! The document's "memory seen three ways" section: the prints' peak, the step-0 snapshots and
 //! PithTrain's step lines side by side, with a sentence on what each gap means
-//! ([`crate::report::joined`] explains what each figure covers).
+//! ([`memprints_log::joined`] explains what each figure covers).
 //!
 //! Contract: [`memory_view`] adds nothing when the run has no pipeline print. A gap within
 //! rounding is said to be within it, not read as a finding: the prints and the step lines print
 //! GiB with two decimals, so a printed figure is up to half of 0.01 GiB from the truth, and two
 //! printed figures up to 0.01 GiB from each other; a snapshot's figures are exact.
 
-use crate::present::numbers::gib;
-use crate::present::table::Table;
-use crate::report::schema::{Run, SnapshotView, StepsView};
+use crate::numbers::gib;
+use crate::table::Table;
+use memprints_log::schema::{Run, SnapshotView, StepsView};
 
 use super::doc::{Block, NOT_APPLICABLE, Tone};
 

@@ -1,6 +1,6 @@
 //! `memprints snapshot` and `memprints snapshot diff` as one self-contained HTML page each:
 //! per device a summary, the interactive timeline of allocated and reserved memory
-//! ([`crate::present::timeline`]), the OOMs and the stacks live at the peak (each unfolding to
+//! ([`crate::timeline`]), the OOMs and the stacks live at the peak (each unfolding to
 //! its whole stack, the frame it is grouped by in bold).
 //!
 //! Contract: the pages are [`Layout::Compact`]; every text from the file is escaped; a device
@@ -12,15 +12,15 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::{diff_table, duration, oom_time, peak_time, rank_table};
-use crate::present::escape;
-use crate::present::html::{self, Layout};
-use crate::present::numbers::{bytes, signed_bytes};
-use crate::present::table::Table;
-use crate::present::timeline::{self as chart, Chart};
-use crate::snapshot::analyze::DeviceReport;
-use crate::snapshot::diff::SnapshotDiff;
-use crate::snapshot::timeline::{DeviceTimeline, Overview};
-use crate::snapshot::{FailedInput, SnapshotReport};
+use crate::escape;
+use crate::html::{self, Layout};
+use crate::numbers::{bytes, signed_bytes};
+use crate::table::Table;
+use crate::timeline::{self as chart, Chart};
+use memprints_snapshot::analyze::DeviceReport;
+use memprints_snapshot::diff::SnapshotDiff;
+use memprints_snapshot::timeline::{DeviceTimeline, Overview};
+use memprints_snapshot::{FailedInput, SnapshotReport};
 
 /// The HTML report: per snapshot a summary, the timeline, the top stacks and the OOMs.
 pub fn report(reports: &[SnapshotReport], errors: &[FailedInput], top: usize) -> String {

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::snapshot::analyze::{DeviceReport, OomEvent, StackGroup};
-use crate::snapshot::diff::SnapshotDiff;
-use crate::snapshot::{FailedInput, SnapshotReport};
+use memprints_snapshot::analyze::{DeviceReport, OomEvent, StackGroup};
+use memprints_snapshot::diff::SnapshotDiff;
+use memprints_snapshot::{FailedInput, SnapshotReport};
 
 /// Bumped whenever the JSON changes incompatibly.
 pub const SCHEMA_VERSION: u32 = 2;

@@ -6,18 +6,18 @@
 //! newline. The snapshot-level JSON fields are the primary device's (the one with the highest
 //! peak), `devices` lists every device, and stack lists are cut to the `--top` largest. Text and
 //! HTML show the same numbers and, with more than one snapshot, a per-rank peak table; their
-//! byte counts are binary units (`1.50 GiB`, [`crate::present::numbers::bytes`]); JSON keeps
+//! byte counts are binary units (`1.50 GiB`, [`crate::numbers::bytes`]); JSON keeps
 //! exact integers.
 
 pub mod html;
 pub mod json;
 pub mod text;
 
-use super::SnapshotReport;
-use super::analyze::DeviceReport;
-use super::diff::DiffRow;
-use crate::present::numbers::{bytes, signed_bytes};
-use crate::present::table::Table;
+use crate::numbers::{bytes, signed_bytes};
+use crate::table::Table;
+use memprints_snapshot::SnapshotReport;
+use memprints_snapshot::analyze::DeviceReport;
+use memprints_snapshot::diff::DiffRow;
 
 /// The moment of a device's peak: time since the trace began, with the raw `time_us`, or `-`
 /// when the snapshot has no times.

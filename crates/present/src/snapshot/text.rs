@@ -7,11 +7,11 @@
 use std::fmt::Write as _;
 
 use super::{diff_table, oom_time, peak_time, rank_table};
-use crate::present::numbers::{bytes, signed_bytes};
-use crate::present::table::{Border, Table};
-use crate::snapshot::SnapshotReport;
-use crate::snapshot::analyze::DeviceReport;
-use crate::snapshot::diff::SnapshotDiff;
+use crate::numbers::{bytes, signed_bytes};
+use crate::table::{Border, Table};
+use memprints_snapshot::SnapshotReport;
+use memprints_snapshot::analyze::DeviceReport;
+use memprints_snapshot::diff::SnapshotDiff;
 
 /// The plain-text report of `reports`, with `top` stacks per device.
 pub fn report(reports: &[SnapshotReport], top: usize) -> String {

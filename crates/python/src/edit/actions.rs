@@ -20,7 +20,7 @@ use ruff_text_size::Ranged;
 use super::FileEdits;
 use super::format::FormatSettings;
 use crate::error::{Error, Result};
-use crate::python::find;
+use crate::find;
 
 /// Re-places statement `stmt` with `keyword` (e.g. `_do_mem=_do`) after the last argument of
 /// `call`, a call inside it. Ruff re-wraps the statement as it needs.
@@ -376,7 +376,7 @@ fn wrap(edits: &mut FileEdits, stmt: &Stmt, block: impl FnOnce(&str) -> String) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python::PySource;
+    use crate::PySource;
 
     /// Runs `add` on `before`, checks the result is `after`, runs `remove` on it and checks that
     /// gives `before` back to the byte.

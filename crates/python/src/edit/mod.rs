@@ -12,8 +12,8 @@ pub mod format;
 
 use ruff_text_size::Ranged;
 
+use crate::PySource;
 use crate::error::{Error, Result};
-use crate::python::PySource;
 use crate::text::with_newline;
 use format::FormatSettings;
 
@@ -176,10 +176,7 @@ impl<'s> FileEdits<'s> {
         block: &str,
         blank_after: usize,
     ) -> Result<()> {
-        let at = crate::python::anchor::leading_comments_start(
-            self.src,
-            node.range().start().to_usize(),
-        );
+        let at = crate::anchor::leading_comments_start(self.src, node.range().start().to_usize());
         let indent = self.indent_of(node);
         self.insert_lines(at, &indent, block, 0, blank_after)
     }
@@ -214,10 +211,7 @@ impl<'s> FileEdits<'s> {
     /// paragraph of its own.
     pub fn insert_paragraph_at(&mut self, line_offset: usize, block: &str) -> Result<()> {
         let indent = self.src.indent_at(line_offset).to_string();
-        let blank = usize::from(crate::python::anchor::blank_line_before(
-            self.src,
-            line_offset,
-        ));
+        let blank = usize::from(crate::anchor::blank_line_before(self.src, line_offset));
         self.insert_lines(line_offset, &indent, block, 0, blank)
     }
 
@@ -228,11 +222,8 @@ impl<'s> FileEdits<'s> {
         node: &impl Ranged,
         block: &str,
     ) -> Result<()> {
-        let at = crate::python::anchor::leading_comments_start(
-            self.src,
-            node.range().start().to_usize(),
-        );
-        let blank = usize::from(crate::python::anchor::blank_line_before(self.src, at));
+        let at = crate::anchor::leading_comments_start(self.src, node.range().start().to_usize());
+        let blank = usize::from(crate::anchor::blank_line_before(self.src, at));
         let indent = self.indent_of(node);
         self.insert_lines(at, &indent, block, 0, blank)
     }
@@ -446,7 +437,7 @@ fn indents_with_tabs(src: &PySource) -> Option<bool> {
         let first = match stmt {
             ruff_python_ast::Stmt::FunctionDef(def) => def.body.first(),
             ruff_python_ast::Stmt::ClassDef(class) => class.body.first(),
-            _ => crate::python::find::child_bodies(stmt)
+            _ => crate::find::child_bodies(stmt)
                 .into_iter()
                 .find_map(|body| body.first()),
         }?;
