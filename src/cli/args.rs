@@ -95,6 +95,7 @@ pub fn lock_and_recover(
     }
     if let Some(recovered) = write::recover(&lock)? {
         use std::io::Write;
+        out.wrote_files(recovered.restored.len());
         writeln!(out, "memprints: {recovered}")?;
     }
     Ok(lock)

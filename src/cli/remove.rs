@@ -44,6 +44,7 @@ pub fn run(args: RemoveArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
             let replacements = removal.replacements();
             if !args.dry_run {
                 write::write_all(&lock, &replacements, &write::Options::default())?;
+                out.wrote_files(replacements.len());
             } else if !args.json {
                 print_diffs(&replacements, out)?;
                 for file in removal.files.iter().filter(|f| f.forced.is_some()) {
