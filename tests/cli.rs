@@ -426,11 +426,16 @@ fn a_full_stdout_is_one_line_and_the_tree_stays_consistent() {
         "memprints: error: cannot write to stdout: No space left on device (os error 28)\n"
     );
     assert_eq!(user_files(&tree), original);
-    // `remove` prints after its commit: the tree is fully restored, and the error is told.
+    // `remove` prints after its commit: the tree is fully restored, and the error says so (3).
     let tree = instrumented();
     let out = run_with_stdout(&tree, &["remove"], dev_full());
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("memprints: error: the tree was changed (6 files written)"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(user_files(&tree), original);
     for args in [&["status"][..], &["demo"][..], &["report", REAL_LOG][..]] {
         let out = run_with_stdout(&Tree::new(), args, dev_full());

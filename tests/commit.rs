@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use codemod::{SIX, Tree, memprints};
 use commit_support::{ADD, assert_same, killed, ok, run, text, user_files};
@@ -89,8 +89,8 @@ fn an_add_while_another_run_holds_the_lock_refuses_and_changes_nothing() {
 #[test]
 fn the_lock_of_a_killed_run_is_taken_over_with_a_note() {
     let tree = Tree::new();
-    // Step 1 creates the lock; the run dies right after it.
-    assert!(killed(&run(&tree, ADD, Some(2))));
+    // Steps 1 to 3 create the lock; the run dies right after them.
+    assert!(killed(&run(&tree, ADD, Some(4))));
     assert!(tree.path().join(".memprints/lock").exists());
     let out = ok(&tree, ADD);
     assert!(
@@ -119,21 +119,49 @@ fn a_lock_from_another_host_is_left_to_the_user() {
     );
 }
 
+/// Writes `text` as the tree's lock, as a run that died or another tool would have left it.
+fn leave_lock(tree: &Tree, text: &str) {
+    fs::create_dir_all(tree.path().join(".memprints")).unwrap();
+    tree.write(".memprints/lock", text);
+}
+
+/// A pid no process has: a child that has exited and been waited for.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// An empty lock (a run killed between creating and writing it, or a full disk), a cut-off one
+/// and one whose holder is gone are taken over at once: the next `add` does not wait or refuse.
 #[test]
-fn an_unreadable_lock_is_respected_while_fresh_and_taken_over_once_old() {
-    let tree = Tree::new();
-    fs::create_dir(tree.path().join(".memprints")).unwrap();
-    tree.write(".memprints/lock", "");
-    let out = run(&tree, ADD, None);
-    assert!(text(&out).contains("another memprints (one that is just starting)"));
-    let file = fs::File::options()
-        .write(true)
-        .open(tree.path().join(".memprints/lock"))
-        .unwrap();
-    file.set_modified(SystemTime::now() - Duration::from_secs(60))
-        .unwrap();
-    let out = ok(&tree, ADD);
-    assert!(text(&out).contains("note: took over an unreadable lock file"));
+fn a_lock_with_no_live_holder_is_taken_over_at_once() {
+    let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let dead = format!(
+        r#"{{"pid":{},"start":null,"boot":null,"host":"{}","command":"add"}}"#,
+        dead_pid(),
+        host.trim()
+    );
+    for (lock, note) in [
+        ("", "took over an unreadable lock file"),
+        (r#"{"pid":12"#, "took over an unreadable lock file"),
+        (dead.as_str(), "): it is no longer running"),
+    ] {
+        let tree = Tree::new();
+        leave_lock(&tree, lock);
+        let started = std::time::Instant::now();
+        let out = run(&tree, ADD, None);
+        let took = started.elapsed();
+        assert!(out.status.success(), "lock {lock:?}: {}", text(&out));
+        assert!(
+            took < Duration::from_secs(5),
+            "lock {lock:?}: took {took:?}"
+        );
+        assert!(text(&out).contains(note), "lock {lock:?}: {}", text(&out));
+        assert!(!tree.path().join(".memprints/lock").exists());
+        assert_eq!(status_json(&tree)["state"], "complete", "lock {lock:?}");
+    }
 }
 
 #[test]
@@ -369,8 +397,8 @@ fn a_file_size_limit_is_a_clear_error_and_the_tree_is_unchanged() {
 }
 
 /// The step before which `add` has swapped in exactly its first three files (execution.py,
-/// dualpipev.py, the model): lock 1, journal 4, six temp files 12, then two steps per swap.
-const AFTER_THREE_SWAPS: u32 = 1 + 4 + 12 + 3 * 2 + 1;
+/// dualpipev.py, the model): lock 3, journal 4, six temp files 12, then two steps per swap.
+const AFTER_THREE_SWAPS: u32 = 3 + 4 + 12 + 3 * 2 + 1;
 
 #[test]
 fn status_never_calls_a_half_committed_tree_clean() {
@@ -421,4 +449,77 @@ fn a_file_edited_after_a_crash_is_never_overwritten() {
     assert!(text(&out).contains("every file was already as before an interrupted `memprints add`"));
     assert_same(&tree.snapshot(), &original, "after the copy");
     assert!(!Path::new(&before_copy).exists());
+}
+
+/// A journal while a live run holds the lock is that run at work, not an interrupted one:
+/// `status` says who is changing the tree and exits 75; once the lock is free it is interrupted.
+#[test]
+fn status_tells_a_running_command_from_an_interrupted_one() {
+    let tree = Tree::new();
+    assert!(killed(&run(&tree, ADD, Some(AFTER_THREE_SWAPS))));
+    // This test process takes the dead run's lock over and holds it, journal left in place,
+    // as a live `add` halfway through its commit would.
+    let lock = Lock::acquire(tree.path(), "add").unwrap();
+    assert!(tree.path().join(".memprints/journal.json").exists());
+    let out = run(&tree, &["status"], None);
+    assert_eq!(out.status.code(), Some(75), "{}", text(&out));
+    let busy = format!(
+        "memprints: another memprints (pid {}, `add`) is changing this tree right now",
+        std::process::id()
+    );
+    assert!(text(&out).contains(&busy), "{}", text(&out));
+    assert!(!text(&out).contains("interrupted"), "{}", text(&out));
+    let json = run(&tree, &["status", "--json"], None);
+    assert_eq!(json.status.code(), Some(75));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["busy"]["pid"], std::process::id());
+    assert_eq!(json["busy"]["command"], "add");
+    assert!(json.get("interrupted").is_none(), "{json}");
+
+    drop(lock);
+    let out = run(&tree, &["status"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("an interrupted `memprints add` left its journal"));
+}
+
+/// Runs memprints in `tree` with stdout on `/dev/full`.
+fn run_to_full_disk(tree: &Tree, args: &[&str]) -> std::process::Output {
+    memprints()
+        .current_dir(tree.path())
+        .args(args)
+        .stdout(fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap()
+}
+
+/// A command that changed the tree and then could not write its summary says both, and exits
+/// 3 rather than 1 (which says nothing changed).
+#[test]
+fn a_full_stdout_after_the_tree_changed_exits_3_and_says_the_change_happened() {
+    let original = Tree::new().snapshot();
+    let tree = Tree::new();
+    for (args, want_instrumented) in [
+        (&["add", "tiny-moe", "--json"][..], true),
+        (&["remove"][..], false),
+    ] {
+        let out = run_to_full_disk(&tree, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(
+                "memprints: error: the tree was changed (6 files written), but writing the summary to stdout failed: No space left on device"
+            ),
+            "{args:?}: {stderr}"
+        );
+        let state = status_json(&tree)["state"].clone();
+        assert_eq!(state == "complete", want_instrumented, "{args:?}: {state}");
+    }
+    assert_same(
+        &tree.snapshot(),
+        &original,
+        "add then remove to a full disk",
+    );
+    // A refusal that changed nothing stays exit code 1.
+    let out = run_to_full_disk(&tree, &["remove"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 }

@@ -2,7 +2,8 @@
 //! hook) before each of their file-system steps in turn — the lock, every write, fsync, rename
 //! and removal of the commit, the recovery itself — and after each kill the next command must
 //! find either the tree from before or the full new one: one `remove` then gives back the
-//! original bytes exactly. The issue's `strace` fault injection is replayed too.
+//! original bytes exactly, and the lock, when left, is never a partial one. The issue's `strace`
+//! fault injection is replayed too, and a kill at each of the first writes (the lock's own).
 
 mod codemod;
 mod commit_support;
@@ -18,10 +19,11 @@ use memprints_commit::{Lock, recover};
 
 /// More steps than any run here takes; each loop ends at the first run that is not killed.
 const MAX_STEPS: u32 = 300;
-/// The steps of a six-file commit: the lock; the journal (write, fsync, rename, fsync of its
-/// folder); per file a temp file (write, fsync) and its swap (exchange, removal of the old
-/// bytes); fsync of the four folders; the journal's removal and its fsync; the lock's release.
-const COMMIT_STEPS: u32 = 1 + 4 + 6 * 4 + 4 + 2 + 1;
+/// The steps of a six-file commit: the lock (written under a temp name, fsynced, renamed in);
+/// the journal (write, fsync, rename, fsync of its folder); per file a temp file (write, fsync)
+/// and its swap (exchange, removal of the old bytes); fsync of the four folders; the journal's
+/// removal and its fsync; the lock's release.
+const COMMIT_STEPS: u32 = 3 + 4 + 6 * 4 + 4 + 2 + 1;
 /// Runs at once: they mostly wait on fsync, so a few overlap well even on two cores.
 const AT_ONCE: u32 = 4;
 
@@ -44,6 +46,7 @@ fn kill_at_every_step(
                             assert!(out.status.success(), "{args:?} unkilled: {}", text(&out));
                             return true;
                         }
+                        assert_lock_whole(&tree, &format!("{args:?} killed at step {step}"));
                         check(&tree, step);
                         false
                     })
@@ -245,5 +248,60 @@ fn the_issues_strace_kill_at_each_rename_is_undone_by_one_remove() {
         }
         // strace counts each syscall apart: the record's `rename`, then six `renameat2` swaps.
         assert!(renames >= 6, "{args:?}: only {renames} renames");
+    }
+}
+
+/// The lock, when there is one, is a whole lock: it never shows partial content.
+fn assert_lock_whole(tree: &Tree, context: &str) {
+    let Ok(lock) = std::fs::read(tree.path().join(".memprints/lock")) else {
+        return;
+    };
+    let holder: Result<serde_json::Value, _> = serde_json::from_slice(&lock);
+    assert!(
+        holder.is_ok_and(|h| h["pid"].is_u64()),
+        "{context}: the lock holds {:?}",
+        String::from_utf8_lossy(&lock)
+    );
+}
+
+/// SIGKILL at each of `add`'s first writes of file bytes — the first is the lock's own — never
+/// leaves a lock with partial content, and the next `add` goes ahead at once.
+#[test]
+fn a_kill_at_any_of_the_first_writes_never_leaves_a_partial_lock() {
+    let Some(strace) = strace() else {
+        return;
+    };
+    let original = Tree::new().snapshot();
+    for when in 1..=3 {
+        let tree = Tree::new();
+        let out = Command::new(strace)
+            .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+            .arg(format!(
+                "inject=write,pwrite64,writev:signal=KILL:when={when}"
+            ))
+            .arg(assert_cmd::cargo::cargo_bin("memprints"))
+            .args(ADD)
+            .current_dir(tree.path())
+            .env("PATH", "/usr/bin:/bin")
+            .env_remove(memprints_commit::CRASH_AT)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.code() == Some(137) || killed(&out),
+            "write {when}: {}",
+            text(&out)
+        );
+        let context = format!("add killed at write {when}");
+        assert_lock_whole(&tree, &context);
+        let started = std::time::Instant::now();
+        let out = ok(&tree, ADD);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{context}: the next add took {:?}: {}",
+            started.elapsed(),
+            text(&out)
+        );
+        ok(&tree, &["remove"]);
+        assert_same(&tree.snapshot(), &original, &context);
     }
 }

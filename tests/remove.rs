@@ -320,3 +320,32 @@ proptest! {
         prop_assert_eq!(changed(&original, &tree.snapshot()), Vec::<String>::new());
     }
 }
+
+/// After the user re-wraps code memprints split (here `return padded_index_gather(…)`, which
+/// `add` made `outs = padded_index_gather(…)` … `return outs`, as `ruff format --line-length 60`
+/// does), `remove --force` gives the statement back in the user's layout, not in the one it had
+/// before `add`: only what was inserted goes.
+#[test]
+fn remove_keeps_the_users_layout_of_a_split_return() {
+    const MODEL: &str = "pithtrain/models/tiny_moe.py";
+    let (one_line, wrapped) = (
+        "padded_index_gather(outs, reverse_shuffle_idxs)\n",
+        "padded_index_gather(\n            outs, reverse_shuffle_idxs\n        )\n",
+    );
+    let tree = Tree::new();
+    let expected = Tree::new();
+    tree.run(&["add", "tiny-moe"]).success();
+    tree.edit(
+        MODEL,
+        &format!("outs = {one_line}"),
+        &format!("outs = {wrapped}"),
+    );
+    expected.edit(
+        MODEL,
+        &format!("return {one_line}"),
+        &format!("return {wrapped}"),
+    );
+    tree.run(&["remove", "--force"]).success();
+    assert_eq!(tree.read(MODEL), expected.read(MODEL));
+    assert_same_files(&expected, &tree);
+}

@@ -56,6 +56,29 @@ pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
     fs::rename(from, to).map_err(|e| error(to, e))
 }
 
+/// Gives `from` the name `to` unless `to` exists, atomically: `renameat2(RENAME_NOREPLACE)`,
+/// else `link(2)` and removing `from`. `Ok(Some(false))` when `to` exists (`from` stays);
+/// `Ok(None)` where the file system can do neither (`from` stays).
+pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> Result<Option<bool>> {
+    use rustix::io::Errno;
+    crash::point("a rename without replacing");
+    match rustix::fs::renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => return Ok(Some(true)),
+        Err(Errno::EXIST) => return Ok(Some(false)),
+        Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {}
+        Err(e) => return Err(error(to, e.into())),
+    }
+    match rustix::fs::link(from, to) {
+        Ok(()) => {
+            remove(from)?;
+            Ok(Some(true))
+        }
+        Err(Errno::EXIST) => Ok(Some(false)),
+        Err(Errno::PERM | Errno::OPNOTSUPP | Errno::MLINK) => Ok(None),
+        Err(e) => Err(error(to, e.into())),
+    }
+}
+
 /// Swaps two names atomically (`renameat2(RENAME_EXCHANGE)`); `Ok(false)` where the kernel or
 /// the file system cannot.
 pub(crate) fn exchange(a: &Path, b: &Path) -> Result<bool> {

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 pub use crash::CRASH_AT;
 pub use error::{Error, Result};
 pub use journal::STATE_DIR;
-pub use lock::Lock;
+pub use lock::{Busy, Lock, holder};
 pub use recover::{Pending, Recovered, pending, recover};
 pub use sigxfsz::ignore_sigxfsz;
 pub use target::TEMP_SUFFIX;

@@ -1,11 +1,15 @@
 //! One writer at a time: `.memprints/lock`, like git's `index.lock`.
 //!
 //! A command that may write takes the lock before it reads the tree and keeps it until it is done
-//! (read → plan → write), so two runs cannot interleave. The lock is created with `O_EXCL`, with
-//! the holder's pid, its start time (`/proc/<pid>/stat`), the boot id, the host name and the
-//! command in it; a second writer refuses at once with [`Error::Locked`] naming the holder
-//! (refusing rather than waiting: the other run may be an `add` with other ranks, and the user
-//! should decide what comes next).
+//! (read → plan → write), so two runs cannot interleave. The lock holds the holder's pid, its
+//! start time (`/proc/<pid>/stat`), the boot id, the host name and the command, and it is written
+//! whole before it is visible: into `.lock-<pid>.memprints-tmp` beside it, fsynced, then renamed
+//! into place with `renameat2(RENAME_NOREPLACE)` (or `link(2)` where the file system cannot),
+//! which fails when a lock is there. So creating it is atomic and exclusive, and a kill or a full
+//! disk can leave a temp file (removed by the next run) but never a lock with partial content.
+//! A second writer refuses at once with [`Error::Locked`] naming the holder (refusing
+//! rather than waiting: the other run may be an `add` with other ranks, and the user should
+//! decide what comes next).
 //!
 //! A lock whose holder is gone does not strand the user. It is stale when the holder ran on this
 //! host and the machine has rebooted since, its pid is no longer alive, or that pid now belongs
@@ -17,9 +21,12 @@
 //! cannot exchange names, the stale lock is removed and created anew, and two runs taking over
 //! the same stale lock at the same instant could both win. A lock from another host (a checkout
 //! on a shared file system) is never judged stale: the message says to delete it by hand if that
-//! run is gone. A lock that cannot be read is stale once it is 10 seconds old (a live holder
-//! writes it within microseconds of creating it).
+//! run is gone. A lock that cannot be read (empty, cut off) was not written by a live memprints
+//! of this kind: it is stale once it is a second old (memprints versions that wrote the lock
+//! after creating it took microseconds), and a run that finds a younger one waits for that second
+//! once. [`holder`] is the read-only check `status` makes.
 
+use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -35,7 +42,7 @@ use crate::error::{Error, Result};
 
 const LOCK: &str = "lock";
 /// How old an unreadable lock must be before it counts as stale.
-const UNREADABLE_GRACE: Duration = Duration::from_secs(10);
+const UNREADABLE_GRACE: Duration = Duration::from_secs(1);
 
 /// What a lock file says about its holder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +107,49 @@ impl Holder {
     }
 }
 
+/// A live run that holds a tree's lock: it is changing the tree right now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Busy {
+    /// The holder's process id.
+    pub pid: u32,
+    /// Its command (`add`, `remove`).
+    pub command: String,
+    /// Its host, when it is another than this one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "another memprints (pid {}", self.pid)?;
+        if let Some(host) = &self.host {
+            write!(f, " on host {host}")?;
+        }
+        write!(
+            f,
+            ", `{}`) is changing this tree right now; run `memprints status` again once it has finished",
+            self.command
+        )
+    }
+}
+
+/// The run holding the lock of the tree at `root`, when one does and may still be running (as
+/// [`Lock::acquire`] judges it: a lock from another host counts as held); `None` when there is
+/// no lock or a stale one. Reads only.
+pub fn holder(root: &Path) -> Option<Busy> {
+    let found = fs::read(root.join(STATE_DIR).join(LOCK)).ok()?;
+    let holder = serde_json::from_slice::<Holder>(&found).ok()?;
+    let here = Holder::this_process("status");
+    if holder.gone(&here).is_some() {
+        return None;
+    }
+    Some(Busy {
+        pid: holder.pid,
+        host: holder.host.filter(|h| Some(h) != here.host.as_ref()),
+        command: holder.command,
+    })
+}
+
 /// The tree's lock, held until dropped.
 #[derive(Debug)]
 pub struct Lock {
@@ -131,6 +181,7 @@ impl Lock {
             }
         };
         let mut took_over = None;
+        let mut waited = false;
         // A few rounds: a lock released or taken over between our steps sends us round again.
         for _ in 0..4 {
             if create_exclusive(&path, &contents)? {
@@ -147,10 +198,14 @@ impl Lock {
                         holder.command, holder.pid
                     )
                 }),
-                None if since.is_some_and(|s| s >= UNREADABLE_GRACE) => {
+                None if waited || since.is_none_or(|s| s >= UNREADABLE_GRACE) => {
                     Some("took over an unreadable lock file".into())
                 }
-                None => None,
+                None => {
+                    waited = true;
+                    std::thread::sleep(UNREADABLE_GRACE.saturating_sub(since.unwrap_or_default()));
+                    continue;
+                }
             };
             let Some(note) = stale else {
                 let holder = holder.map_or_else(
@@ -199,9 +254,27 @@ impl Drop for Lock {
     }
 }
 
-/// Creates the lock with `O_EXCL`; `false` when it exists.
+/// Creates the lock holding `contents`, whole from the instant it exists: written and fsynced
+/// under a temp name, then given the lock's name only if no lock is there. `false` when one is.
 fn create_exclusive(path: &Path, contents: &[u8]) -> Result<bool> {
-    crash::point("creating the lock");
+    let temp = own_temp(path, std::process::id());
+    fsio::remove(&temp)?;
+    let file = fsio::create(&temp, contents)?;
+    fsio::sync(&file, &temp)?;
+    drop(file);
+    let created = fsio::rename_no_replace(&temp, path);
+    if !matches!(created, Ok(Some(true))) {
+        fsio::remove(&temp)?;
+    }
+    match created? {
+        Some(created) => Ok(created),
+        None => create_then_write(path, contents),
+    }
+}
+
+/// Where names can be neither renamed without replacing nor linked: `O_EXCL`, then the bytes.
+/// A kill between the two leaves an unreadable lock, stale after [`UNREADABLE_GRACE`].
+fn create_then_write(path: &Path, contents: &[u8]) -> Result<bool> {
     match OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(mut file) => {
             file.write_all(contents).map_err(|e| fsio::error(path, e))?;
@@ -239,13 +312,24 @@ enum Takeover {
 
 /// Replaces the stale lock holding `stale` by one holding `contents`.
 fn take_over(path: &Path, stale: &[u8], contents: &[u8]) -> Result<Takeover> {
-    let temp = takeover_temp(path, std::process::id());
+    let temp = own_temp(path, std::process::id());
     fsio::remove(&temp)?;
-    drop(fsio::create(&temp, contents)?);
-    if !fsio::exchange(&temp, path)? {
-        fsio::remove(&temp)?;
-        fsio::remove(path)?;
-        return Ok(Takeover::Removed);
+    let file = fsio::create(&temp, contents)?;
+    fsio::sync(&file, &temp)?;
+    drop(file);
+    match fsio::exchange(&temp, path) {
+        Ok(true) => {}
+        Ok(false) => {
+            fsio::remove(&temp)?;
+            fsio::remove(path)?;
+            return Ok(Takeover::Removed);
+        }
+        // The stale lock is gone: another run took it over and has finished since.
+        Err(_) if !path.exists() => {
+            fsio::remove(&temp)?;
+            return Ok(Takeover::Lost);
+        }
+        Err(e) => return Err(e),
     }
     let swapped_out = fs::read(&temp).map_err(|e| Error::io(&temp, e))?;
     if swapped_out != stale {
@@ -262,8 +346,8 @@ fn take_over(path: &Path, stale: &[u8], contents: &[u8]) -> Result<Takeover> {
     Ok(Takeover::Won)
 }
 
-/// `.lock-<pid>.memprints-tmp`: the lock a run writes before swapping it in.
-fn takeover_temp(path: &Path, pid: u32) -> PathBuf {
+/// `.lock-<pid>.memprints-tmp`: the lock a run writes before renaming or swapping it in.
+fn own_temp(path: &Path, pid: u32) -> PathBuf {
     temp_path(&path.with_file_name(format!("lock-{pid}")))
 }
 

@@ -178,6 +178,7 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         return Ok(ExitStatus::Success);
     }
     memprints_commit::write_all(&lock, &replacements, &memprints_commit::Options::default())?;
+    out.wrote_files(replacements.len());
     let mut summary =
         AddSummary::of_plan(repo.root.clone(), &plan, action, true, started.elapsed());
     summary.detail_prints = Some(prints);

@@ -99,6 +99,7 @@ pub fn lock_and_recover(
         memprints_commit::recover(&lock, &memprints_codemod::pithtrain::TARGET_FOLDERS)?
     {
         use std::io::Write;
+        out.wrote_files(recovered.restored.len());
         writeln!(out, "memprints: {recovered}")?;
     }
     Ok(lock)

@@ -7,13 +7,15 @@
 //! | `Failure` | 1 | the command ran and the answer is "no": `status` on a clean tree, `check` found prints, `snapshot` with some inputs unreadable |
 //! | `Partial` | 2 | part of the work could not be done: `remove` left an edited file, `status` on a partial tree or an interrupted run |
 //! | `Error` | 1 | bad input or environment stopped it; one line on stderr says what to do |
+//! | `Unreported` | 3 | `add`/`remove` changed the tree, then writing stdout failed (a full disk); stderr says how many files were written |
 //! | `InternalError` | 70 | a memprints bug (`EX_SOFTWARE`); one line on stderr asks for a report |
+//! | `Busy` | 75 | `status`: another memprints is changing the tree right now (`EX_TEMPFAIL`: run it again) |
 //!
 //! Command-line syntax errors are clap's and exit 2, as clap's always do.
 
 use std::process::ExitCode;
 
-use super::Output;
+use super::{Output, output};
 
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +28,10 @@ pub enum ExitStatus {
     Partial,
     /// Bad input or environment stopped it.
     Error,
+    /// The tree was changed, but what was done could not be written to stdout.
+    Unreported,
+    /// Another run is changing the tree right now.
+    Busy,
     /// A memprints bug stopped it.
     InternalError,
 }
@@ -43,7 +49,9 @@ impl ExitStatus {
             ExitStatus::Success => 0,
             ExitStatus::Failure | ExitStatus::Error => 1,
             ExitStatus::Partial => 2,
+            ExitStatus::Unreported => 3,
             ExitStatus::InternalError => 70,
+            ExitStatus::Busy => 75,
         }
     }
 }
@@ -51,6 +59,8 @@ impl ExitStatus {
 /// Says what stopped a command, on stderr, and how it ends:
 /// - a closed stdout anywhere in the chain (the report and snapshot commands write it
 ///   themselves): nothing is said, and it is a success;
+/// - stdout failing after the command changed the tree: `memprints: error: the tree was changed
+///   (N files written), but writing the summary to stdout failed: …`, and [`ExitStatus::Unreported`];
 /// - a memprints bug ([`memprints_codemod::Error::Bug`]): `memprints: internal error: …`;
 /// - anything else: `memprints: error: …`, the error and its causes on one line.
 pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
@@ -61,6 +71,16 @@ pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
     });
     if closed_pipe {
         return ExitStatus::Success;
+    }
+    if let (Some(files), Some(stdout)) = (out.files_written(), output::stdout_failure(err)) {
+        out.stderr(format_args!(
+            "memprints: error: the tree was changed ({}), but writing the summary to stdout failed: {stdout}\n",
+            match files {
+                1 => "1 file written".to_string(),
+                n => format!("{n} files written"),
+            }
+        ));
+        return ExitStatus::Unreported;
     }
     let bug = err.chain().any(|cause| {
         cause

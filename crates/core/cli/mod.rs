@@ -44,6 +44,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Add the memory prints for a model.
+    ///
+    /// Exit code 0: written (or, with --dry-run, shown); 1: an error, nothing changed; 3: the
+    /// files were written but the summary could not be (stdout failed, e.g. a full disk): stderr
+    /// says how many files were written.
     #[command(after_help = "Examples:
   memprints add qwen3-moe --ranks 3,14 --dry-run
   memprints add qwen3-moe --ranks 0,8 --detail-layers 5,6 --snapshot-dir /scratch/snaps
@@ -52,7 +56,9 @@ pub enum Command {
     /// Take every memory print out again, keeping the edits you made since.
     ///
     /// Needs nothing but the tree. A file where you edited inside inserted code is left as it is
-    /// (exit code 2) and the lines are named; the other files are still cleaned.
+    /// (exit code 2) and the lines are named; the other files are still cleaned. Exit code 3: the
+    /// files were restored but the summary could not be written (stdout failed, e.g. a full
+    /// disk): stderr says how many files were written.
     #[command(after_help = "Examples:
   memprints remove --dry-run
   memprints remove
@@ -61,7 +67,9 @@ pub enum Command {
     /// Show what instrumentation the tree holds.
     ///
     /// Exit code 0: fully instrumented; 1: clean; 2: partial or inconsistent, or an interrupted
-    /// run left its journal or temp files.
+    /// run left its journal or temp files; 75: another memprints (`add` or `remove`, pid named)
+    /// is changing the tree right now, so what it shows is that run's work in progress: run
+    /// `status` again once it has finished (`--json`: its pid and command under "busy").
     #[command(after_help = "Examples:
   memprints status
   memprints status --json

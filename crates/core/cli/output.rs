@@ -7,7 +7,9 @@
 //!   every file) and exits as it would have.
 //! - Any other failure to write stdout (`> /dev/full`: `ENOSPC`) is an error that names stdout,
 //!   returned to the command, which stops there; what it had already written to files stays
-//!   as the commit left it (all or nothing), so the tree is consistent.
+//!   as the commit left it (all or nothing), so the tree is consistent. A command that changed
+//!   the tree says so first ([`Output::wrote_files`]), so that such a failure is told as "the
+//!   tree was changed, the summary was lost" (exit code 3), not as a command that did nothing.
 //! - Writing stderr never fails a command: if stderr itself is gone there is nobody to tell.
 
 use std::io::{self, Write};
@@ -17,6 +19,7 @@ pub struct Output {
     stdout: Sink,
     stderr: Sink,
     stdout_closed: bool,
+    files_written: Option<usize>,
 }
 
 enum Sink {
@@ -49,6 +52,16 @@ impl std::fmt::Display for StdoutError {
 
 impl std::error::Error for StdoutError {}
 
+/// The I/O error that failed a stdout write, when `err` is (or was caused by) one.
+pub fn stdout_failure(err: &anyhow::Error) -> Option<&io::Error> {
+    err.chain().find_map(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .and_then(|io| io.get_ref()?.downcast_ref::<StdoutError>())
+            .map(|StdoutError(e)| e)
+    })
+}
+
 impl Output {
     /// The process's stdout and stderr.
     pub fn stdio() -> Self {
@@ -56,6 +69,7 @@ impl Output {
             stdout: Sink::Stdout(io::stdout()),
             stderr: Sink::Stderr(io::stderr()),
             stdout_closed: false,
+            files_written: None,
         }
     }
 
@@ -66,6 +80,7 @@ impl Output {
             stdout: Sink::Memory(Vec::new()),
             stderr: Sink::Memory(Vec::new()),
             stdout_closed: false,
+            files_written: None,
         }
     }
 
@@ -75,6 +90,7 @@ impl Output {
             stdout: Sink::Other(Box::new(stdout)),
             stderr: Sink::Memory(Vec::new()),
             stdout_closed: false,
+            files_written: None,
         }
     }
 
@@ -103,6 +119,16 @@ impl Output {
     /// True once a reader closed stdout.
     pub fn stdout_closed(&self) -> bool {
         self.stdout_closed
+    }
+
+    /// Records that the command has changed `files` files of the tree (a commit, a recovery).
+    pub fn wrote_files(&mut self, files: usize) {
+        *self.files_written.get_or_insert(0) += files;
+    }
+
+    /// How many files the command has changed, once it has changed any.
+    pub fn files_written(&self) -> Option<usize> {
+        self.files_written.filter(|&n| n > 0)
     }
 
     /// `memprints: <line>` on stderr.

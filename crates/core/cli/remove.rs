@@ -47,6 +47,7 @@ pub fn run(args: RemoveArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
                     &replacements,
                     &memprints_commit::Options::default(),
                 )?;
+                out.wrote_files(replacements.len());
             } else if !args.json {
                 print_diffs(&replacements, out)?;
                 for file in removal.files.iter().filter(|f| f.forced.is_some()) {

@@ -1,5 +1,6 @@
 //! `memprints status`: what instrumentation the tree holds, per file and group, with the ranks,
-//! detail layers and snapshot folder in effect, and whether an interrupted run left anything.
+//! detail layers and snapshot folder in effect, whether an interrupted run left anything, and
+//! whether another run is changing the tree right now.
 
 use std::io::Write;
 
@@ -21,19 +22,31 @@ pub struct StatusArgs {
     pub repo: RepoArg,
 }
 
-/// Runs `status`: 0 fully instrumented, 1 clean, 2 partial or an interrupted run pending.
+/// Runs `status`: 0 fully instrumented, 1 clean, 2 partial or an interrupted run pending, 75
+/// another run changing the tree right now (what it left is that run's work, not an interruption).
 pub fn run(args: StatusArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     let repo = args.repo.open()?;
+    // The lock is read before and after the rest: a run that starts or ends meanwhile is still
+    // seen, so its journal is never called an interrupted run's.
+    let busy_before = memprints_commit::holder(&repo.root);
     let status = status::scan(&repo)?;
     let pending =
         memprints_commit::pending(&repo.root, &memprints_codemod::pithtrain::TARGET_FOLDERS);
+    let busy = busy_before.or_else(|| memprints_commit::holder(&repo.root));
+    let pending = pending.filter(|_| busy.is_none());
     if args.json {
         let mut json = serde_json::to_value(&status)?;
+        if let Some(busy) = &busy {
+            json["busy"] = serde_json::to_value(busy)?;
+        }
         if let Some(pending) = &pending {
             json["interrupted"] = pending.to_string().into();
         }
         writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
     } else {
+        if let Some(busy) = &busy {
+            writeln!(out, "memprints: {busy}")?;
+        }
         let text = StatusText {
             root: &repo.root,
             status: &status,
@@ -42,6 +55,7 @@ pub fn run(args: StatusArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         write!(out, "{text}")?;
     }
     Ok(match status.state {
+        _ if busy.is_some() => ExitStatus::Busy,
         _ if pending.is_some() => ExitStatus::Partial,
         State::Complete => ExitStatus::Success,
         State::Absent => ExitStatus::Failure,

@@ -17,8 +17,8 @@
 use ruff_python_ast::{Expr, ExprCall, Stmt, StmtFunctionDef, StmtIf, StmtTry};
 use ruff_text_size::Ranged;
 
-use super::FileEdits;
 use super::format::FormatSettings;
+use super::{FileEdits, Layout};
 use crate::error::{Error, Result};
 use crate::find;
 
@@ -244,11 +244,29 @@ pub fn split_return(
 
 /// The inverse of [`split_return`]: `NAME = EXPR` … `return NAME` becomes `return EXPR`. The
 /// statements between the two are the caller's to delete.
+///
+/// An assignment laid out as the repository's format settings lay it out gets `return EXPR`
+/// laid out the same way, which gives back the bytes from before `add`. One the user has laid
+/// out otherwise (re-wrapped by `ruff format --line-length 60`, say) keeps that layout: only
+/// `NAME = ` becomes `return `, since only it and `return NAME` were inserted.
 pub fn join_return(edits: &mut FileEdits, assign: &Stmt, ret: &Stmt) -> Result<()> {
+    let src = edits.src();
     let value = find::value_of(assign).expect("an assignment has a value");
-    let text = format!("return {}", edits.src().slice(value));
+    let (text, layout) = if edits.is_formatted(assign) {
+        (format!("return {}", src.slice(value)), Layout::Formatted)
+    } else {
+        let (start, value_start) = (assign.start().to_usize(), value.start().to_usize());
+        // The value may sit in parentheses that are not part of its range: cut at the `=`.
+        let equals = src.text[start..value_start]
+            .rfind('=')
+            .map_or(value_start, |i| start + i + 1);
+        let kept = src.text[equals..value_start].trim_start_matches([' ', '\t']);
+        let cut_end = value_start - kept.len();
+        let text = src.statement_text(assign, Some((start, cut_end, "return ")));
+        (text, Layout::Verbatim)
+    };
     edits.delete_lines(assign);
-    edits.replace_lines(ret, &text)
+    edits.replace_lines_laid_out(ret, &text, layout)
 }
 
 /// Re-places `return OUTER(INNER, ...)`, whose value is a call with a call as its first
@@ -512,6 +530,28 @@ mod tests {
                 join_return(e, &body[0], &body[1])
             },
         );
+    }
+
+    #[test]
+    fn a_split_return_the_user_rewrapped_joins_back_in_the_users_layout() {
+        let settings = FormatSettings::default();
+        for (split, joined) in [
+            (
+                "def f(x):\n    y = g(\n        x\n    )\n    return y\n",
+                "def f(x):\n    return g(\n        x\n    )\n",
+            ),
+            (
+                "def f(x):\n    y = (\n        a + b\n    )\n    return y\n",
+                "def f(x):\n    return (\n        a + b\n    )\n",
+            ),
+        ] {
+            let src = PySource::parse("t.py", split.to_string()).unwrap();
+            let mut edits = FileEdits::new(&src, &settings);
+            let body = def(&src, 0).body.clone();
+            assert!(!edits.is_formatted(&body[0]), "{split}");
+            join_return(&mut edits, &body[0], &body[1]).unwrap();
+            assert_eq!(edits.apply().unwrap(), joined);
+        }
     }
 
     #[test]

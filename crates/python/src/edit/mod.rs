@@ -249,11 +249,32 @@ impl<'s> FileEdits<'s> {
 
     /// Replaces the whole lines of `node` by `block`, indented like the node's first line.
     pub fn replace_lines(&mut self, node: &impl Ranged, block: &str) -> Result<()> {
+        self.replace_lines_laid_out(node, block, Layout::Formatted)
+    }
+
+    /// Replaces the whole lines of `node` by `block`, laid out per `layout` for `node`'s
+    /// indentation.
+    pub fn replace_lines_laid_out(
+        &mut self,
+        node: &impl Ranged,
+        block: &str,
+        layout: Layout,
+    ) -> Result<()> {
         let (start, end) = self.src.full_lines(node);
         let indent = self.indent_of(node);
-        let text = self.prepare(block, &indent, start, Layout::Formatted)?;
+        let text = self.prepare(block, &indent, start, layout)?;
         self.edits.push(Edit::replacement(start, end, text));
         Ok(())
+    }
+
+    /// True when the whole lines of `node` are as [`Layout::Formatted`] would place its text
+    /// there, i.e. as the repository's `ruff format` settings leave it; false when the user has
+    /// laid it out otherwise (or it cannot be formatted on its own).
+    pub fn is_formatted(&self, node: &impl Ranged) -> bool {
+        let (start, end) = self.src.full_lines(node);
+        let block = self.src.statement_text(node, None);
+        self.prepare(&block, &self.indent_of(node), start, Layout::Formatted)
+            .is_ok_and(|placed| placed == self.src.text[start..end])
     }
 
     /// Replaces the line holding `offset` by `block`, indented like that line and otherwise as
