@@ -9,6 +9,17 @@
 #             only when both fit the time left; anything that does not fit is left PENDING.
 #   overhead  phase 2 install, then qwen3-big: plain and instrumented (the qwen3 overlay),
 #             14 steps each (E2E_OVERHEAD_ORDER, default "plain instr").
+#   whatif    phase 2 install, then issue 22's runs of qwen3-big in the `qwen3` overlay (made
+#             with --detail-layers of model chunk 1, e2e/README.md): the shapes of
+#             E2E_WHATIF_SHAPES (s<seq>-mb<micro-batch>, default s1024-mb1 s2048-mb1 s4096-mb1
+#             s8192-mb1 s1024-mb2), each with global batch = micro-batch x E2E_WHATIF_CHUNKS
+#             (default 8, so num_chunks stays 8) and E2E_WHATIF_STEPS steps (default 4), then the
+#             OOM ladder E2E_OOM_LADDER (default s8192-mb32 s8192-mb64), in order, until one run
+#             fails with torch.OutOfMemoryError. Tags: whatif-<shape>-instr. Only the rank-0
+#             snapshots of E2E_WHATIF_SNAPS (default s1024-mb1 s8192-mb1) come back. Repeated on
+#             the warm machine, the call goes on where the last one stopped, like matrix.
+#             Its overlays: E2E_WHATIF_OVERLAYS (default e2e/.work/overlays-whatif, written by
+#             E2E_OVERLAYS_DIR=e2e/.work/overlays-whatif prepare_trees.sh; carry that folder).
 # Env: E2E_BUDGET (s, default 560 of the tool's 600) bounds the whole command; E2E_MATRIX
 #   (tags, default all seven, in priority order); E2E_TRAIN_ARGS is appended to every train.py
 #   call (e.g. "--optimizer adamw"); E2E_EST_FIRST / E2E_EST_NEXT / E2E_EST_RESUME (s) are the
@@ -193,6 +204,54 @@ setup_phase2() {
   lay_trees
 }
 
+# A what-if run: tag whatif-<shape>-instr, shape s<seq>-mb<micro-batch>.
+whatif_entry() {
+  local shape=$1 seq mb
+  [[ $shape =~ ^s([0-9]+)-mb([0-9]+)$ ]] || { note "bad what-if shape $shape (s<seq>-mb<mb>)"; return 1; }
+  seq=${BASH_REMATCH[1]}; mb=${BASH_REMATCH[2]}
+  matrix_entry "whatif-$shape-instr" qwen3 qwen3-big \
+    "--max-steps ${E2E_WHATIF_STEPS:-4} --seq $seq --micro-batch $mb --global-batch $((mb * ${E2E_WHATIF_CHUNKS:-8}))"
+}
+
+whatif_oomed() { grep -aq 'torch.OutOfMemoryError: CUDA out of memory' "$STATE/$1.log" 2>/dev/null; }
+
+whatif_runs() {
+  local shape tag keep need
+  local shapes=${E2E_WHATIF_SHAPES:-s1024-mb1 s2048-mb1 s4096-mb1 s8192-mb1 s1024-mb2}
+  local ladder=${E2E_OOM_LADDER:-s8192-mb32 s8192-mb64}
+  local snaps=" ${E2E_WHATIF_SNAPS:-s1024-mb1 s8192-mb1} "
+  local est=${E2E_EST_WHATIF:-90} cap=${E2E_WHATIF_CAP:-240}
+  local oom_done=
+  for shape in $ladder; do  # an earlier call on this machine already found the OOM
+    whatif_oomed "whatif-$shape-instr" && oom_done=$shape
+  done
+  for shape in $shapes ladder $ladder; do
+    if [ "$shape" = ladder ]; then
+      [ -n "$oom_done" ] && { note "OOM found before: $oom_done"; break; }
+      continue
+    fi
+    whatif_entry "$shape" || continue
+    tag=whatif-$shape-instr
+    if done_ok "$tag"; then note "DONE before: $tag"; continue; fi
+    if [[ " $ladder " == *" $shape "* ]] && [ -e "$STATE/$tag.rc" ]; then
+      note "DONE before: $tag (rc=$(cat "$STATE/$tag.rc"), no OOM)"; continue
+    fi
+    need=$est; [ -e "$STATE/variant-qwen3-big" ] || need=$((est + 40))
+    if ! fits "$need"; then note "SKIP $tag: needs ~${need}s, $(( $(left) - 20 ))s left"; continue; fi
+    run "$tag" "$cap"
+    cp "$CALL/logs/$tag.log" "$STATE/$tag.log"
+    if [[ $snaps != *" $shape "* ]]; then rm -rf "$CALL/snap/$tag"; pack; fi
+    if [[ " $ladder " == *" $shape "* ]] && whatif_oomed "$tag"; then
+      note "OOM: $tag ran out of memory (the ladder stops here)"; oom_done=$shape; break
+    fi
+  done
+  local pending=()
+  for shape in $shapes; do done_ok "whatif-$shape-instr" || pending+=("whatif-$shape-instr"); done
+  [ -n "$oom_done" ] || pending+=("an OOM of the ladder ($ladder)")
+  if [ ${#pending[@]} = 0 ]; then note "ALL DONE: every what-if run finished on this machine, OOM at $oom_done"
+  else note "PENDING: ${pending[*]} (repeat this call on the warm machine for them)"; fi
+}
+
 overhead_runs() {
   local kind n=0 tag
   for kind in ${E2E_OVERHEAD_ORDER:-plain instr}; do
@@ -214,7 +273,8 @@ case "$mode" in
     ;;
   matrix) setup_phase2; run_matrix ;;
   overhead) setup_phase2; overhead_runs ;;
-  *) echo "usage: $0 phase1|matrix|overhead" >&2; exit 2 ;;
+  whatif) OVERLAYS=${E2E_WHATIF_OVERLAYS:-e2e/.work/overlays-whatif}; setup_phase2; whatif_runs ;;
+  *) echo "usage: $0 phase1|matrix|overhead|whatif" >&2; exit 2 ;;
 esac
 note "done; files in \$OUT: $(cd "$OUT" && printf '%s ' *)"
 echo "== summary"

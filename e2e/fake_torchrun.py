@@ -13,6 +13,11 @@ variant, plain or instrumented, as on a real machine), and for an instrumented t
 group-6 line after a checkpoint load, and a memory-snapshot pickle in E2E_SNAPDIR whose frames
 name the machine paths. With --save-location it leaves checkpoint folders like PithTrain's.
 FAKE_FAIL_TAG=<tag> makes that run fail (exit 1) with a Python error in its log.
+--seq/--micro-batch/--global-batch change the shape as in train.py; the step lines' peak grows
+with the tokens of a micro-batch (step 1 below the later steps, which hold optimizer state), and
+a run whose micro-batch holds at least FAKE_OOM_TOKENS tokens (default 131072) fails in step 0's
+first forward with PyTorch's whole OOM message (an instrumented tree also dumps a snapshot
+without a step in its name, like the skill's group 7).
 """
 
 import hashlib
@@ -78,12 +83,20 @@ def main(argv):
     info = tree_prints.describe(tree) if tree else {"instrumented": False}
     instr = info.get("instrumented")
     max_steps = int(option(args, "--max-steps", p["steps"]))
+    seq = int(option(args, "--seq", p["seq"]))
+    mb = int(option(args, "--micro-batch", p["mb"]))
+    gb = int(option(args, "--global-batch", p["gb"]))
+    tokens = seq * mb
+    oom = tokens >= int(os.environ.get("FAKE_OOM_TOKENS", "131072"))
     save = option(args, "--save-location")
     interval = int(option(args, "--save-interval", "0") or 0)
     snapdir = os.environ.get("E2E_SNAPDIR", "/tmp")
-    lines = ["E2E_WARN WORLD_SIZE=1 < pp=%d: using pp=1" % p["pp"]]
+    lines = ["E2E_WARN WORLD_SIZE=1 < pp=%d: using pp=1" % p["pp"],
+             "E2E_GPU total_memory_bytes=150754820096 mem_get_info=150164406272,150754820096 "
+             "rank=0 device=0 name=NVIDIA H200"]
     cfg = dict(variant=variant, model_type=p["model"]["model_type"], pp=1, world=1, dp=1,
-               num_layers=p["model"]["num_hidden_layers"], num_chunks=p["gb"] // p["mb"],
+               num_layers=p["model"]["num_hidden_layers"], num_chunks=gb // mb, seq=seq,
+               micro_batch=mb, global_batch=gb,
                first_k_dense_replace=p["model"].get("first_k_dense_replace", 0),
                max_steps=max_steps, pithtrain=tree + "/pithtrain")
     lines.append("E2E_CONFIG " + json.dumps(cfg, sort_keys=True))
@@ -108,6 +121,22 @@ def main(argv):
                   "[rank0]: RuntimeError: fake failure of %s" % tag]
         print("\n".join(lines), flush=True)
         return 1
+    if oom:
+        lines += ["[rank0]: Traceback (most recent call last):",
+                  "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. "
+                  "GPU 0 has a total capacity of 139.81 GiB of which 3.06 GiB is free. Including "
+                  "non-PyTorch memory, this process has 136.73 GiB memory in use. Of the allocated "
+                  "memory 131.50 GiB is allocated by PyTorch, and 4.20 GiB is reserved by PyTorch "
+                  "but unallocated. If reserved but unallocated memory is large try setting "
+                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+                  "documentation for Memory Management  "
+                  "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"]
+        if instr:
+            path = Path(snapdir, "memory_snapshot_rank0.pickle")
+            path.write_bytes(pickle.dumps(snapshot(tree, start), protocol=4))
+            lines.append("[rank=0] Memory snapshot saved to %s" % path)
+        print("\n".join(lines), flush=True)
+        return 1
     if instr:
         lines.append("[rank=0 pp=0] Before pipeline: 0.02 GiB | alloc=0.02 cached=0.02 non-pt=1.15")
         lines.append("%s/flash_attn/cute/x.py:1: UserWarning: in %s/pithtrain/models/y.py"
@@ -124,8 +153,13 @@ def main(argv):
             sums = losses(variant + str(s - 1), cfg["num_chunks"])
             lines.append("E2E_LOSS_SUMS step%d %s" % (s - 1, " ".join(sums)))
             lines.append("E2E_LOSS_DTYPE step%d torch.float32 n=%d" % (s - 1, len(sums)))
+        peak = 0.18 + tokens / 2**14 + (0.25 if s > 1 else 0.0)  # GiB: activations, optimizer
         lines.append("2026-12-02 00:00:%02d | INFO | step %08d/%08d | step-time %.3f sec | "
-                     "peak-gpu-memory 0.18 GB" % (s, s, max_steps, 9.0 if s == start + 1 else 0.2))
+                     "peak-gpu-memory %.2f GB" % (s, s, max_steps, 9.0 if s == start + 1 else 0.2,
+                                                  peak))
+        lines.append("E2E_MEM step=%d max_allocated_bytes=%d max_reserved_bytes=%d "
+                     "reserved_bytes=%d" % (s, peak * 2**30, peak * 2**30 + 2**26,
+                                            peak * 2**30 + 2**25))
         if save and ((interval and s % interval == 0) or s == max_steps):
             Path(save, "torch-dcp", "step-%08d" % s).mkdir(parents=True, exist_ok=True)
     lines.append("E2E_DONE rank=0 step=%d" % max_steps)

@@ -6,8 +6,10 @@
 # with the later E2E_START, i.e. the run a later call repeated, with its own snapshots). Writes into DIR (default tests/data/e2e/<UTC date of the first run>/; a folder of
 # its own, so the kept data of 2026-12-01 and the tests pinned to it stay as they are):
 #   <variant>-pp<P>-<kind>.log                 kind: plain | instr | resume, e.g. gpt-oss-tiny-pp1-instr.log
+#                                              (what-if runs: <shape>-instr, e.g. qwen3-big-pp1-s1024-mb1-instr.log)
 #   <variant>-pp<P>-<kind>-rank0-step<S>.pickle.gz   that run's rank-0 memory snapshot
 #   README.md                                  what ran, on what, and what was replaced
+# --gzip-over BYTES: a rewritten log longer than that is kept as <stem>.log.gz (gzip -9 -n).
 # Logs: the machine paths named by the log's own E2E_PATHS line are replaced with sed, in this
 # order: tree -> <tree>, repo/e2e/configs -> <e2e>/configs, repo -> <repo>, site -> <site>,
 # data -> <data>, ckpt -> <ckpt>, snapdir/memory_snapshot -> <snapdir>/memory_snapshot (and
@@ -18,8 +20,15 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 dest=
-if [ "${1:-}" = --dest ]; then dest=${2:?--dest needs a folder}; shift 2; fi
-[ $# -ge 1 ] || { echo "usage: $0 [--dest DIR] RESULTS_DIR [RESULTS_DIR ...]" >&2; exit 2; }
+gzip_over=
+while :; do
+  case "${1:-}" in
+    --dest) dest=${2:?--dest needs a folder}; shift 2 ;;
+    --gzip-over) gzip_over=${2:?--gzip-over needs a byte count}; shift 2 ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 1 ] || { echo "usage: $0 [--dest DIR] [--gzip-over BYTES] RESULTS_DIR [RESULTS_DIR ...]" >&2; exit 2; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -66,6 +75,8 @@ for log in "${logs[@]}"; do
   pp=$(grep -m1 '^E2E_CONFIG ' "$log" | sed -n 's/.*"pp": \([0-9]*\).*/\1/p')
   if [[ $tag =~ (plain|instr|resume)(-[0-9]+)?$ ]]; then kind=${BASH_REMATCH[0]}
   else echo "keep_results: $tag.log: cannot tell plain/instr/resume from the name" >&2; status=1; continue; fi
+  # A what-if run (device_call.sh whatif): whatif-<shape>-instr -> <variant>-pp<P>-<shape>-instr
+  if [[ $tag =~ ^whatif-(s[0-9]+-mb[0-9]+)- ]]; then kind=${BASH_REMATCH[1]}-$kind; fi
   stem=$variant-pp${pp:-1}-$kind
   tree=$(field "$log" E2E_PATHS tree); repo=$(field "$log" E2E_PATHS repo)
   site=$(field "$log" E2E_PATHS site); data=$(field "$log" E2E_PATHS data)
@@ -84,11 +95,18 @@ for log in "${logs[@]}"; do
   if [ "$(wc -l < "$log")" != "$(wc -l < "$work/out/$stem.log")" ]; then
     echo "keep_results: $tag.log: the line count changed under sed" >&2; exit 1
   fi
-  mv "$work/out/$stem.log" "$out"
+  if [ -n "$gzip_over" ] && [ "$(stat -c %s "$work/out/$stem.log")" -gt "$gzip_over" ]; then
+    out=$out.gz  # a long log: gzip -9 -n (memprints report reads .gz logs as they are)
+    if [ -e "$out" ]; then echo "keep_results: $out exists: not overwritten" >&2; status=1; continue; fi
+    gzip -9 -n -c "$work/out/$stem.log" > "$out"
+    rm -f "$work/out/$stem.log"
+  else
+    mv "$work/out/$stem.log" "$out"
+  fi
   args=$(grep -m1 '^E2E_RUN ' "$log" | sed -e 's/.* args=//' "${script[@]}")
   made=$(grep -m1 '^E2E_PRINTS ' "$log" | sed -n 's/.*"made_by": \[\([^]]*\)\].*/\1/p' | tr -d '"')
-  rows+=("| \`$stem.log\` | ${made:-uninstrumented} | \`train.py --variant $variant $args\` |")
-  echo "wrote $out ($(wc -l < "$out") lines, $(stat -c %s "$out") bytes; from $tag.log)"
+  rows+=("| \`$(basename "$out")\` | ${made:-uninstrumented} | \`train.py --variant $variant $args\` |")
+  echo "wrote $out ($(wc -l < "$log") lines, $(stat -c %s "$out") bytes; from $tag.log)"
   for p in "$work/snap/$tag"/*.pickle; do
     [ -f "$p" ] || continue
     # memory_snapshot_rank0_step0.pickle -> rank0-step0 (the OOM snapshot has no step)

@@ -10,6 +10,8 @@
 #   gpt-oss  MEMPRINTS_GPT_OSS_ARGS (default "add gpt-oss")
 #   dsv2     MEMPRINTS_DSV2_ARGS    (default "add deepseek-v2")
 # MEMPRINTS is the built CLI (default target/release/memprints), run with cwd = the tree.
+# E2E_OVERLAYS_DIR (default e2e/.work/overlays) is where the overlays go: the what-if runs
+# (device_call.sh whatif) keep theirs in e2e/.work/overlays-whatif, apart from the matrix's.
 # e2e/.work/ is git-ignored: the trees never enter the repository, they travel via `carry`.
 # Checks: `memprints status` calls the tree complete, every file py_compiles, no file of the
 # export went missing (an overlay can only add and replace files); then prints the carry size
@@ -20,6 +22,8 @@ SRC=${PT_SRC:-/work/pt}
 MEMPRINTS=${MEMPRINTS:-$PWD/target/release/memprints}
 MODELS=${E2E_MODELS:-qwen3 gpt-oss dsv2}
 WORK=$PWD/e2e/.work
+OVERLAYS=${E2E_OVERLAYS_DIR:-$WORK/overlays}
+case $OVERLAYS in /*) ;; *) OVERLAYS=$PWD/$OVERLAYS ;; esac
 
 [ -f "$SRC/pithtrain/__init__.py" ] || { echo "prepare_trees: $SRC is not a PithTrain export" >&2; exit 2; }
 [ -x "$MEMPRINTS" ] || { echo "prepare_trees: no memprints binary at $MEMPRINTS (cargo build --release, or set MEMPRINTS)" >&2; exit 2; }
@@ -58,7 +62,7 @@ PYEOF
 }
 
 instrument() {  # instrument <model>: full copy, then the overlay of the files that changed
-  local model=$1 full=$WORK/instr/$1 overlay=$WORK/overlays/$1 args
+  local model=$1 full=$WORK/instr/$1 overlay=$OVERLAYS/$1 args
   args=$(args_of "$model")
   copy "$full"
   echo "== $model: memprints $args (in $full)"
@@ -120,5 +124,5 @@ call_size() {  # call_size <label> <carry paths...>
   [ "$total" -le $((64 * 1048576)) ] || echo "   ^ over 64 MiB: this call would be refused" >&2
 }
 call_size "call 1 (phase1): cu13" e2e/.payload/cu13
-call_size "calls 2, 3 (matrix): rest+trees" e2e/.payload/rest "$WORK/plain" "$WORK/overlays"
-echo "   (plain $(size_mib "$WORK/plain"), overlays $(size_mib "$WORK/overlays"), rest $(size_mib e2e/.payload/rest))"
+call_size "calls 2, 3 (matrix): rest+trees" e2e/.payload/rest "$WORK/plain" "$OVERLAYS"
+echo "   (plain $(size_mib "$WORK/plain"), overlays $(size_mib "$OVERLAYS"), rest $(size_mib e2e/.payload/rest))"

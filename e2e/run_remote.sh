@@ -37,9 +37,12 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 export E2E_TREE=$tree
 eval "$(bash e2e/setup_remote.sh env)"
 
-data=$TMP/e2e_data/$variant
+# The dataset folder: the variant's own for its preset shape, one per shape otherwise
+# (--seq/--micro-batch/--global-batch among the options; train.py --dataset-name says which).
+dataset=$(python3 e2e/train.py --variant "$variant" "$@" --dataset-name) || exit 5
+data=$TMP/e2e_data/$dataset
 if [ ! -f "$data/shard-000.bin" ]; then
-  python3 e2e/train.py --variant "$variant" --make-dataset "$data" || exit 5
+  python3 e2e/train.py --variant "$variant" "$@" --make-dataset "$data" || exit 5
 fi
 
 port=${E2E_PORT:-$((29500 + RANDOM % 2000))}

@@ -11,10 +11,25 @@ class) so the per-micro-batch loss sums it returns on pipeline rank 0 are printe
 Those are bit-identical between an uninstrumented and an instrumented tree (GPU.md). PithTrain
 logs the per-step time itself on rank 0 (``step 00000001/... | step-time 1.234 sec | ...``).
 
+At start every rank prints its GPU's capacity (what a what-if check compares against):
+
+    E2E_GPU total_memory_bytes=<get_device_properties.total_memory> mem_get_info=<free>,<total>
+            rank=<R> device=<local rank> name=<device name>
+
+and after each step rank 0 prints the exact bytes behind PithTrain's 2-decimal step line (the
+allocator's peaks since PithTrain's per-step ``reset_peak_memory_stats``; training.step is the
+step line's number):
+
+    E2E_MEM step=<N> max_allocated_bytes=<B> max_reserved_bytes=<B> reserved_bytes=<B>
+
 Run under torchrun (see run_remote.sh), with the PithTrain tree to test first on PYTHONPATH:
     train.py --variant qwen3-tiny --data-dir /tmp/e2e_data/qwen3-tiny [--max-steps N]
-             [--save-interval K --save-location DIR]
-Without torchrun, ``--make-dataset DIR`` writes the preset's synthetic dataset (stdlib only).
+             [--save-interval K --save-location DIR] [--seq S --micro-batch M --global-batch G]
+Without torchrun, ``--make-dataset DIR`` writes the run's synthetic dataset (stdlib only), and
+``--dataset-name`` prints the folder name run_remote.sh keeps that dataset under: the variant
+alone for a preset's own shape (a dataset of max(32, max_steps) steps), else
+``<variant>-s<seq>-n<samples>`` (exactly max_steps x global batch samples of that length:
+PithTrain caches its shuffled indices beside the shards, so each shape gets a folder of its own).
 """
 
 import argparse
@@ -41,6 +56,24 @@ def preset(name: str) -> dict:
     path = HERE / cfg
     model = json.loads(path.read_text())
     return dict(config=path, seq=seq, mb=mb, gb=gb, pp=pp, steps=steps, model=model)
+
+
+def shaped(p: dict, args) -> bool:
+    """Apply --seq/--micro-batch/--global-batch to the preset p; True if any differs from it."""
+    changed = False
+    for key, value in (("seq", args.seq), ("mb", args.micro_batch), ("gb", args.global_batch)):
+        if value is not None and value != p[key]:
+            p[key] = value
+            changed = True
+    return changed
+
+
+def dataset_plan(variant: str, p: dict, max_steps: int, changed: bool) -> tuple:
+    """(folder name, samples) of the synthetic dataset of a run (see the module docstring)."""
+    if not changed:
+        return variant, max(DATASET_STEPS, max_steps) * p["gb"]
+    samples = max_steps * p["gb"]
+    return "%s-s%d-n%d" % (variant, p["seq"], samples), samples
 
 
 def num_chunks(gb: int, mb: int, dp: int, ep: int) -> int:
@@ -110,6 +143,38 @@ def install_loss_probe(print_steps: set) -> None:
     DualPipeV.step = step
 
 
+def print_gpu(rank: int) -> None:
+    """The GPU's capacity, from torch and from the driver (cudaMemGetInfo), on this rank's device."""
+    import torch
+
+    device = int(os.environ.get("LOCAL_RANK", "0"))
+    props = torch.cuda.get_device_properties(device)
+    free, total = torch.cuda.mem_get_info(device)
+    print("E2E_GPU total_memory_bytes=%d mem_get_info=%d,%d rank=%d device=%d name=%s"
+          % (props.total_memory, free, total, rank, device, props.name), flush=True)
+
+
+def install_mem_probe() -> None:
+    """Wrap pretrain_lm.train_step to print the exact peaks of each step on rank 0 (E2E_MEM)."""
+    import torch
+    from pithtrain.contexts import training
+    from pithtrain.tasks import pretrain_lm
+
+    original = pretrain_lm.train_step
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+
+    def train_step(*args, **kwargs):
+        result = original(*args, **kwargs)
+        if rank0:  # training.step was incremented: it is now the step line's number
+            print("E2E_MEM step=%d max_allocated_bytes=%d max_reserved_bytes=%d reserved_bytes=%d"
+                  % (training.step, torch.cuda.max_memory_allocated(),
+                     torch.cuda.max_memory_reserved(), torch.cuda.memory_reserved()), flush=True)
+        return result
+
+    train_step.__wrapped__ = original
+    pretrain_lm.train_step = train_step
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="PithTrain e2e launcher")
     ap.add_argument("--variant", choices=sorted(PRESETS), required=True)
@@ -125,20 +190,34 @@ def main(argv=None) -> int:
                     help="pipeline-parallel size (default: the preset's, capped at WORLD_SIZE)")
     ap.add_argument("--loss-steps", default="0",
                     help="steps whose loss sums are printed (the process's first step always is)")
+    ap.add_argument("--seq", type=int, default=None, help="sequence length (default: preset's)")
+    ap.add_argument("--micro-batch", type=int, default=None,
+                    help="micro-batch size (default: the preset's)")
+    ap.add_argument("--global-batch", type=int, default=None,
+                    help="global batch size (default: the preset's)")
+    ap.add_argument("--dataset-name", action="store_true",
+                    help="print the dataset folder name of this run and exit (no torch)")
     args = ap.parse_args(argv)
     p = preset(args.variant)
     if args.max_steps is None:
         args.max_steps = p["steps"]
+    changed = shaped(p, args)
+    if p["seq"] % 2:
+        ap.error("--seq must be even")
+    dataset_name, samples = dataset_plan(args.variant, p, args.max_steps, changed)
+
+    if args.dataset_name:
+        print(dataset_name)
+        return 0
 
     if args.make_dataset:
         sys.path.insert(0, str(HERE))
         from make_dataset import make_dataset
 
-        steps = max(DATASET_STEPS, args.max_steps)
-        make_dataset(Path(args.make_dataset), p["model"]["vocab_size"], p["seq"],
-                     steps * p["gb"], args.seed)
+        make_dataset(Path(args.make_dataset), p["model"]["vocab_size"], p["seq"], samples,
+                     args.seed)
         print("E2E_DATASET %s samples=%d seq=%d vocab=%d"
-              % (args.make_dataset, steps * p["gb"], p["seq"], p["model"]["vocab_size"]))
+              % (args.make_dataset, samples, p["seq"], p["model"]["vocab_size"]))
         return 0
 
     if not args.data_dir:
@@ -161,9 +240,11 @@ def main(argv=None) -> int:
     import torch
     from pithtrain.tasks.pretrain_lm import launch
 
-    install_loss_probe(parse_steps(args.loss_steps))
-    cfg = build_cfg(args, p)
     rank = int(os.environ.get("RANK", "0"))
+    print_gpu(rank)
+    install_loss_probe(parse_steps(args.loss_steps))
+    install_mem_probe()
+    cfg = build_cfg(args, p)
     if rank == 0:
         info = dict(variant=args.variant, model_type=p["model"]["model_type"],
                     num_layers=p["model"]["num_hidden_layers"],
