@@ -336,6 +336,59 @@ fn report_out_never_overwrites_an_input() {
 }
 
 #[test]
+fn report_out_never_overwrites_a_snapshot_given_or_found_beside_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("v.log");
+    std::fs::write(
+        &log,
+        "[rank=0] init_process_group | cuda_ctx=0.52 after_nccl_world=1.10 nccl_world_cost=0.58\n\
+         [rank=0] Memory snapshot saved to snap_rank0_step0.pickle\n",
+    )
+    .unwrap();
+    let beside = dir.path().join("snap_rank0_step0.pickle");
+    std::fs::write(&beside, b"\x80\x04beside").unwrap();
+    let given_dir = tempfile::tempdir().unwrap();
+    let given = given_dir.path().join("given_rank0_step0.pickle");
+    std::fs::write(&given, b"\x80\x04given").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let symlink = outside.path().join("link.html");
+    std::os::unix::fs::symlink(&beside, &symlink).unwrap();
+    let hard = outside.path().join("hard.html");
+    std::fs::hard_link(&beside, &hard).unwrap();
+    let snapshots = |path: &std::path::Path| vec!["--snapshots".into(), path.to_path_buf()];
+    let cases: [(Vec<std::path::PathBuf>, &std::path::Path); 6] = [
+        (snapshots(&given), &given),
+        (snapshots(given_dir.path()), &given),
+        (
+            snapshots(given_dir.path()),
+            &given_dir.path().join("new.html"),
+        ),
+        (vec![], &beside),
+        (vec![], &symlink),
+        (vec![], &hard),
+    ];
+    for (extra, out) in cases {
+        let result = memprints()
+            .arg("report")
+            .arg(&log)
+            .args(&extra)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert_eq!(result.status.code(), Some(1), "{extra:?} --out {out:?}");
+        assert!(
+            stderr(&result).starts_with("memprints: error: invalid --out "),
+            "{}",
+            stderr(&result)
+        );
+        assert_eq!(std::fs::read(&beside).unwrap(), b"\x80\x04beside");
+        assert_eq!(std::fs::read(&given).unwrap(), b"\x80\x04given");
+        assert!(!given_dir.path().join("new.html").exists());
+    }
+}
+
+#[test]
 fn snapshot_out_never_overwrites_an_input() {
     let dir = tempfile::tempdir().unwrap();
     let pickle = dir.path().join("rank0.pickle.gz");

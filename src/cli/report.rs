@@ -4,7 +4,9 @@
 //!
 //! Contract: exit 0 on success (also when the logs hold no memory prints, which is noted on
 //! stderr, and when `--estimate` could not run the estimator, which the report notes);
-//! unreadable inputs, an `--out` that is one of the inputs and unwritable outputs are errors.
+//! unreadable inputs, an `--out` that is, links to or lies inside anything read (logs, snapshots
+//! given or found beside the log, the estimator's model config) and unwritable outputs are
+//! errors.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -163,6 +165,23 @@ fn parse_tolerance(text: &str) -> Result<Tolerance, String> {
     })
 }
 
+/// Every file the report read: the logs, the snapshots found for them, the model configs the
+/// estimator was given.
+fn files_read(report: &crate::report::schema::Report) -> Vec<PathBuf> {
+    let logs = report.inputs.iter().map(PathBuf::from);
+    let snapshots = report
+        .runs
+        .iter()
+        .flat_map(|run| &run.memory.snapshots)
+        .filter_map(|s| s.path.as_ref().map(PathBuf::from));
+    let configs = report
+        .runs
+        .iter()
+        .filter_map(|run| run.estimate.as_ref()?.settings.as_ref())
+        .map(|s| s.model_config.clone());
+    logs.chain(snapshots).chain(configs).collect()
+}
+
 /// When the text report uses colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ColorChoice {
@@ -177,7 +196,12 @@ pub enum ColorChoice {
 /// Runs `report`.
 pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     if let Some(path) = &args.out {
-        check_out_not_input(path, &args.inputs)?;
+        let named = args
+            .inputs
+            .iter()
+            .chain(&args.snapshots)
+            .chain(&args.config);
+        check_out_not_input(path, &named.cloned().collect::<Vec<_>>())?;
     }
     let estimate = args.estimate.then(|| EstimateOptions {
         repo: args.repo.clone(),
@@ -201,6 +225,10 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         estimate,
     };
     let report = run_report(&args.inputs, &opts)?;
+    if let Some(path) = &args.out {
+        // The logs name snapshots and a model config of their own: none may be written over.
+        check_out_not_input(path, &files_read(&report))?;
+    }
     if report.stats.memory_lines == 0 {
         out.note(format_args!(
             "no memory prints ([rank=…]) found in {} line(s); was the run instrumented?",
