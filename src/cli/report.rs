@@ -65,12 +65,14 @@ pub struct ReportArgs {
     pub color: ColorChoice,
 
     /// Run PithTrain's memory estimator (tools/memory_estimator, no torch) for each profiled pp
-    /// rank and set it beside the prints, event by event and component by component.
+    /// rank and set it beside the prints, event by event and component by component. It runs
+    /// Python from `--repo` or the checkout at or above the current directory only.
     #[arg(long)]
     pub estimate: bool,
 
     /// The PithTrain checkout whose estimator runs (default: the checkout at or above the
-    /// current directory, else the tree the log's paths name).
+    /// current directory). Code runs only from this checkout or the one you stand in, never
+    /// from a folder a log names.
     #[arg(long, value_name = "DIR", requires = "estimate")]
     pub repo: Option<PathBuf>,
 
