@@ -31,7 +31,9 @@ use crate::report::{ReportOptions, run_report};
                   peak, the detail layers (stage deltas, saved tensors, experts internals), and, \
                   across ranks, the peaks and the imbalance between pipeline stages.\n\n\
                   Logs may be one file per node with all ranks interleaved, carry srun/torchrun \
-                  prefixes, ANSI colours or CRLF, and be gzip- or zstd-compressed.",
+                  prefixes, ANSI colours or CRLF, be gzip- or zstd-compressed, and hold runs of \
+                  NUL bytes (a copytruncate rotation, a preallocation), which are read around \
+                  with a note.",
     after_help = "Examples:\n  memprints report logging/pretrain_lm/qwen3-30b-a3b_node0.log\n  \
                   memprints report logging/pretrain_lm/ --rank 0 --rank 8\n  \
                   memprints report run.log.zst --format html --out report.html\n  \
@@ -227,6 +229,9 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         estimate,
     };
     let report = run_report(&args.inputs, &opts)?;
+    for note in &report.notes {
+        out.note(format_args!("note: {note}"));
+    }
     if let Some(path) = &args.out {
         // The logs name snapshots and a model config of their own: none may be written over.
         check_out_not_input(path, &files_read(&report))?;

@@ -31,6 +31,10 @@ pub struct Report {
     pub stats: Stats,
     /// One entry per run (see [`super::runs`] for what makes a run), in the order they began.
     pub runs: Vec<Run>,
+    /// Notes for stderr about how inputs were read (NUL bytes read around), one line each; not
+    /// part of the JSON.
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 /// A file of a directory that `report` did not read as a log.
