@@ -283,6 +283,10 @@ fn sizes_whose_product_overflows_are_one_line_errors() {
             err.contains("pp * cp * ep = 4294967296 is more than 1048576 GPUs"),
             "{err}"
         );
+        assert!(
+            !err.contains("world="),
+            "no --world was given, so none is shown: {err}"
+        );
     }
     let out = run_with_stdout(&tree, &["plan", "tiny-moe", "--world", "0"], Stdio::piped());
     assert_eq!(out.status.code(), Some(2), "a usage error, as clap's are");
@@ -649,4 +653,49 @@ fn the_man_page_comes_from_the_clap_definitions() {
     ] {
         assert!(dir.path().join(page).is_file(), "{page}");
     }
+}
+
+#[test]
+fn the_models_protocol_file_is_named_as_such_not_as_missing() {
+    let tree = Tree::new();
+    tree.write(
+        "pithtrain/models/interface.py",
+        "class ModelProtocol:\n    pass\n",
+    );
+    let out = run_with_stdout(&tree, &["add", "interface", "--dry-run"], Stdio::piped());
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "memprints: error: `interface` is not a model: pithtrain/models/interface.py is the \
+         protocol every model implements; models in this tree: biased-moe, fused-moe, \
+         layered-moe, tiny-moe\n"
+    );
+}
+
+#[test]
+fn repo_may_name_the_package_folder_of_the_checkout() {
+    let tree = Tree::new();
+    let want = stdout(&run_with_stdout(&tree, &["status"], Stdio::piped()));
+    let package = tree.path().join("pithtrain");
+    for repo in [package.to_str().unwrap(), "pithtrain"] {
+        let out = run_with_stdout(&tree, &["status", "--repo", repo], Stdio::piped());
+        assert_eq!(stderr(&out), "", "--repo {repo}");
+        assert_eq!(stdout(&out), want, "--repo {repo}");
+    }
+}
+
+#[test]
+fn a_rank_past_u32_is_too_large_not_garbage() {
+    let tree = Tree::new();
+    let out = run_with_stdout(
+        &tree,
+        &["add", "tiny-moe", "--ranks", "4294967296", "--dry-run"],
+        Stdio::piped(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "memprints: error: invalid --ranks `4294967296`: 4294967296 is too large: each must be \
+         0 to 1048575\n"
+    );
 }

@@ -15,8 +15,8 @@ use crate::write;
 /// `--repo DIR`.
 #[derive(Debug, Clone, Args)]
 pub struct RepoArg {
-    /// The PithTrain checkout [default: the current folder or the nearest parent whose
-    /// pyproject.toml names the project `pithtrain`].
+    /// The PithTrain checkout, or its `pithtrain` package folder [default: the current folder
+    /// or the nearest parent whose pyproject.toml names the project `pithtrain`].
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
 }
