@@ -353,3 +353,39 @@ fn a_tree_that_is_not_pithtrain_is_refused() {
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(stderr.contains("no PithTrain checkout"), "{stderr}");
 }
+
+#[test]
+fn the_ruff_step_never_removes_a_line_of_the_user_and_remove_restores_it() {
+    let Some(ruff) = codemod::ruff() else { return };
+    let tree = Tree::new();
+    let rel = "pithtrain/modules/training.py";
+    tree.edit(
+        rel,
+        "\"\"\"Model construction.\"\"\"\n\nimport torch\n",
+        "\"\"\"Model construction.\"\"\"\n\nimport json\n\nimport torch\n",
+    );
+    let before = tree.snapshot();
+    let path = format!("{}:/usr/bin:/bin", ruff.parent().unwrap().display());
+    let out = codemod::memprints()
+        .current_dir(tree.path())
+        .env("PATH", &path)
+        .args(["add", "tiny-moe", "-q"])
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(tree.read(rel).contains("\nimport json\n"), "add removed it");
+    assert!(
+        stderr.contains(
+            "warning: ruff would also fix F401 (`json` imported but unused) at \
+             pithtrain/modules/training.py:3, which memprints leaves to you"
+        ),
+        "{stderr}"
+    );
+    codemod::memprints()
+        .current_dir(tree.path())
+        .env("PATH", &path)
+        .args(["remove", "-q"])
+        .assert()
+        .success();
+    assert_eq!(changed(&before, &tree.snapshot()), Vec::<String>::new());
+}

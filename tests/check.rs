@@ -234,3 +234,25 @@ fn a_real_pre_commit_run_refuses_staged_prints() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("Passed"), "{}", text(&out));
 }
+
+#[test]
+fn a_tree_without_any_target_file_is_an_error_not_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        codemod::fixture().join("pyproject.toml"),
+        dir.path().join("pyproject.toml"),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("pithtrain")).unwrap();
+    let out = codemod::memprints()
+        .current_dir(dir.path())
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).starts_with("memprints: error: none of the files `add` edits is in "),
+        "{}",
+        text(&out)
+    );
+}

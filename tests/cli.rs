@@ -283,6 +283,10 @@ fn sizes_whose_product_overflows_are_one_line_errors() {
             err.contains("pp * cp * ep = 4294967296 is more than 1048576 GPUs"),
             "{err}"
         );
+        assert!(
+            !err.contains("world="),
+            "no --world was given, so none is shown: {err}"
+        );
     }
     let out = run_with_stdout(&tree, &["plan", "tiny-moe", "--world", "0"], Stdio::piped());
     assert_eq!(out.status.code(), Some(2), "a usage error, as clap's are");
@@ -333,6 +337,59 @@ fn report_out_never_overwrites_an_input() {
         .unwrap();
     assert!(result.status.success(), "{}", stderr(&result));
     assert!(std::fs::read_to_string(&fine).unwrap().contains("rank"));
+}
+
+#[test]
+fn report_out_never_overwrites_a_snapshot_given_or_found_beside_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("v.log");
+    std::fs::write(
+        &log,
+        "[rank=0] init_process_group | cuda_ctx=0.52 after_nccl_world=1.10 nccl_world_cost=0.58\n\
+         [rank=0] Memory snapshot saved to snap_rank0_step0.pickle\n",
+    )
+    .unwrap();
+    let beside = dir.path().join("snap_rank0_step0.pickle");
+    std::fs::write(&beside, b"\x80\x04beside").unwrap();
+    let given_dir = tempfile::tempdir().unwrap();
+    let given = given_dir.path().join("given_rank0_step0.pickle");
+    std::fs::write(&given, b"\x80\x04given").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let symlink = outside.path().join("link.html");
+    std::os::unix::fs::symlink(&beside, &symlink).unwrap();
+    let hard = outside.path().join("hard.html");
+    std::fs::hard_link(&beside, &hard).unwrap();
+    let snapshots = |path: &std::path::Path| vec!["--snapshots".into(), path.to_path_buf()];
+    let cases: [(Vec<std::path::PathBuf>, &std::path::Path); 6] = [
+        (snapshots(&given), &given),
+        (snapshots(given_dir.path()), &given),
+        (
+            snapshots(given_dir.path()),
+            &given_dir.path().join("new.html"),
+        ),
+        (vec![], &beside),
+        (vec![], &symlink),
+        (vec![], &hard),
+    ];
+    for (extra, out) in cases {
+        let result = memprints()
+            .arg("report")
+            .arg(&log)
+            .args(&extra)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert_eq!(result.status.code(), Some(1), "{extra:?} --out {out:?}");
+        assert!(
+            stderr(&result).starts_with("memprints: error: invalid --out "),
+            "{}",
+            stderr(&result)
+        );
+        assert_eq!(std::fs::read(&beside).unwrap(), b"\x80\x04beside");
+        assert_eq!(std::fs::read(&given).unwrap(), b"\x80\x04given");
+        assert!(!given_dir.path().join("new.html").exists());
+    }
 }
 
 #[test]
@@ -601,4 +658,49 @@ fn the_man_page_comes_from_the_clap_definitions() {
     ] {
         assert!(dir.path().join(page).is_file(), "{page}");
     }
+}
+
+#[test]
+fn the_models_protocol_file_is_named_as_such_not_as_missing() {
+    let tree = Tree::new();
+    tree.write(
+        "pithtrain/models/interface.py",
+        "class ModelProtocol:\n    pass\n",
+    );
+    let out = run_with_stdout(&tree, &["add", "interface", "--dry-run"], Stdio::piped());
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "memprints: error: `interface` is not a model: pithtrain/models/interface.py is the \
+         protocol every model implements; models in this tree: biased-moe, fused-moe, \
+         layered-moe, tiny-moe\n"
+    );
+}
+
+#[test]
+fn repo_may_name_the_package_folder_of_the_checkout() {
+    let tree = Tree::new();
+    let want = stdout(&run_with_stdout(&tree, &["status"], Stdio::piped()));
+    let package = tree.path().join("pithtrain");
+    for repo in [package.to_str().unwrap(), "pithtrain"] {
+        let out = run_with_stdout(&tree, &["status", "--repo", repo], Stdio::piped());
+        assert_eq!(stderr(&out), "", "--repo {repo}");
+        assert_eq!(stdout(&out), want, "--repo {repo}");
+    }
+}
+
+#[test]
+fn a_rank_past_u32_is_too_large_not_garbage() {
+    let tree = Tree::new();
+    let out = run_with_stdout(
+        &tree,
+        &["add", "tiny-moe", "--ranks", "4294967296", "--dry-run"],
+        Stdio::piped(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "memprints: error: invalid --ranks `4294967296`: 4294967296 is too large: each must be \
+         0 to 1048575\n"
+    );
 }

@@ -499,3 +499,73 @@ fn the_text_section_of_the_qwen3_run() {
         .replace(&config.display().to_string(), "<config>");
     insta::assert_snapshot!(section);
 }
+
+#[test]
+fn a_tree_named_only_in_the_log_runs_nothing_and_is_a_hint() {
+    // A crafted log names a folder whose "estimator" would create a file when imported or run.
+    let named = tempfile::tempdir().unwrap();
+    let marker = named.path().join("ran");
+    let evil = format!(
+        "import pathlib\npathlib.Path({:?}).write_text('ran')\n",
+        marker.display().to_string()
+    );
+    let package = named.path().join("tools/memory_estimator");
+    fs::create_dir_all(&package).unwrap();
+    fs::create_dir_all(named.path().join("pithtrain")).unwrap();
+    fs::write(named.path().join("pithtrain/__init__.py"), &evil).unwrap();
+    for file in ["tools/__init__.py", "tools/memory_estimator/__init__.py"] {
+        fs::write(named.path().join(file), &evil).unwrap();
+    }
+    fs::write(package.join("__main__.py"), &evil).unwrap();
+    let mut text = fs::read_to_string(log("qwen3-tiny-pp1-instr.log")).unwrap();
+    text.push_str(&format!(
+        "  File \"{}/pithtrain/modules/training.py\", line 1, in setup_model\n",
+        named.path().display()
+    ));
+    let logs = tempfile::tempdir().unwrap();
+    let crafted = logs.path().join("crafted.log");
+    fs::write(&crafted, text).unwrap();
+    let config = config("qwen3-moe-tiny.json");
+    // Run outside any checkout.
+    let report = json(
+        logs.path(),
+        &[
+            crafted.to_str().unwrap(),
+            "--estimate",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert!(!marker.exists(), "code from a folder the log names ran");
+    let error = report["runs"][0]["estimate"]["error"].as_str().unwrap();
+    let named = named.path().display();
+    assert!(
+        error.ends_with(&format!(
+            "(the log names {named}; pass --repo {named} to use it)"
+        )),
+        "{error}"
+    );
+    assert_eq!(report["runs"][0]["estimate"]["tree"], Value::Null);
+}
+
+#[test]
+fn a_relative_repo_is_taken_from_the_current_directory() {
+    let tree = fake_tree("dsv2-tiny-pp1");
+    let parent = tree.path().parent().unwrap();
+    let name = tree.path().file_name().unwrap().to_str().unwrap();
+    let config = config("deepseek-v2-tiny.json");
+    let report = json(
+        parent,
+        &[
+            &log("dsv2-tiny-pp1-instr.log"),
+            "--estimate",
+            "--repo",
+            name,
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let section = &report["runs"][0]["estimate"];
+    assert_eq!(section["error"], Value::Null, "{}", section["error"]);
+    assert_eq!(section["tree"], tree.path().display().to_string());
+}

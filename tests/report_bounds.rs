@@ -57,8 +57,9 @@ fn two_hundred_megabyte_print_lines_fit_the_budget() {
 
 #[test]
 fn a_gzip_that_expands_to_a_line_of_zeros_fits_the_budget() {
-    // Text first (the binary sniff reads 8 KiB), then 160 MiB of zeros in one line: about
-    // 160 KB of gzip. Reading the line whole would take 160 MiB and more.
+    // Text first (the binary sniff reads 8 KiB), then 160 MiB of `0` digits in one line: about
+    // 160 KB of gzip. Reading the line whole would take 160 MiB and more. (NUL bytes would not
+    // do: a run of them is read around, as a rotated log's are.)
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("zeros.log.gz");
     let mut gz = flate2::write::GzEncoder::new(
@@ -68,7 +69,7 @@ fn a_gzip_that_expands_to_a_line_of_zeros_fits_the_budget() {
     gz.write_all(b"[rank=0] init_device_mesh | non-pt=1.40 mesh_cost=0.30\n")
         .unwrap();
     gz.write_all(&[b'a'; 10_000]).unwrap();
-    let zeros = vec![0u8; 1 << 20];
+    let zeros = vec![b'0'; 1 << 20];
     for _ in 0..160 {
         gz.write_all(&zeros).unwrap();
     }

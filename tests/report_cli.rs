@@ -359,3 +359,39 @@ fn a_log_without_prints_is_reported_as_such() {
     assert!(stdout.contains("No memory prints found"), "{stdout}");
     assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("no memory prints"));
 }
+
+#[test]
+fn a_rotated_log_is_read_around_its_nul_bytes_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.log");
+    let mut bytes = vec![0u8; 1_258_291];
+    bytes.extend_from_slice(&std::fs::read(fixture("pp2_plain.log")).unwrap());
+    std::fs::write(&path, bytes).unwrap();
+    let out = memprints()
+        .args(["report", "--format", "json"])
+        .arg(&path)
+        .assert()
+        .success();
+    let report: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(report["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(report["skipped"], Value::Array(vec![]));
+    assert!(report["stats"]["memory_lines"].as_u64().unwrap() > 200);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        stderr.contains(&format!(
+            "memprints: note: {}: skipped 1.20 MiB of NUL bytes at offset 0 (a rotated or \
+             preallocated log)",
+            path.display()
+        )),
+        "{stderr}"
+    );
+    // A file that is binary through and through is still named as such.
+    let pickle = dir.path().join("dump.log");
+    std::fs::write(
+        &pickle,
+        b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94.",
+    )
+    .unwrap();
+    let report = report_json(&[pickle.to_str().unwrap()]);
+    assert_eq!(report["skipped"][0]["reason"], "binary data, not a log");
+}

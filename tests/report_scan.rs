@@ -356,3 +356,65 @@ fn a_log_profiling_every_step_reads_the_same_mapped_and_keeps_three_passes_in_de
         assert!(detail.contains(&rank.pipeline[peak.index].pass));
     }
 }
+
+/// `clean` with NUL runs put in: a rotation's at its start (when `rotated`), one between two
+/// lines half-way and a preallocation's at its end.
+fn with_nul_runs(clean: &[u8], rotated: bool) -> Vec<u8> {
+    let half = clean.len() / 2;
+    let cut = half + memchr::memchr(b'\n', &clean[half..]).unwrap() + 1;
+    let mut out = vec![0u8; if rotated { 1_258_291 } else { 0 }];
+    out.extend_from_slice(&clean[..cut]);
+    out.extend_from_slice(&[0; 100]);
+    out.extend_from_slice(&clean[cut..]);
+    out.extend_from_slice(&[0; 5000]);
+    out
+}
+
+/// A log rotated by `copytruncate` or preallocated reads as the log without its NUL runs, on
+/// every path: a big file (mapped when its start is clean), a small one, several at once.
+#[test]
+fn logs_with_nul_runs_report_as_the_same_logs_without_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut big = Vec::new();
+    write_log(
+        &LogConfig {
+            world: 8,
+            pp: 4,
+            num_chunks: 8,
+            profiled_steps: 2,
+            train_steps: 160_000,
+            noise: 2,
+            ..LogConfig::default()
+        },
+        &mut big,
+    )
+    .unwrap();
+    assert!(big.len() as u64 > 16 << 20, "read by chunks: {}", big.len());
+    let kept = kept_logs();
+    let smalls: Vec<Vec<u8>> = kept[..2]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    let cases: Vec<Vec<(&[u8], bool)>> = vec![
+        vec![(&big, false)],
+        vec![(&big, true)],
+        vec![(&smalls[0], true)],
+        vec![(&smalls[0], true), (&smalls[1], false)],
+    ];
+    for (n, case) in cases.iter().enumerate() {
+        let files: Vec<PathBuf> = (0..case.len())
+            .map(|i| dir.path().join(format!("c{n}_{i}.log")))
+            .collect();
+        for (path, (clean, _)) in files.iter().zip(case) {
+            std::fs::write(path, clean).unwrap();
+        }
+        let want = line_by_line(&files);
+        for (path, (clean, rotated)) in files.iter().zip(case) {
+            std::fs::write(path, with_nul_runs(clean, *rotated)).unwrap();
+        }
+        assert!(
+            want == fast(&files),
+            "case {n}: the report of {files:?} with NUL runs differs from the one without"
+        );
+    }
+}

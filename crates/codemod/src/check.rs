@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::instrument::GROUPS;
 use crate::instrument::status;
 use crate::instrument::vocabulary::Vocabulary;
-use crate::pithtrain::Repo;
+use crate::pithtrain::{Repo, Target};
 
 /// A file that holds memory prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -60,9 +60,22 @@ pub fn files(paths: &[impl AsRef<Path>]) -> Result<Vec<Finding>> {
     Ok(findings)
 }
 
-/// The target files of `repo` that hold memory prints, as `status` reads them.
+/// The target files of `repo` that hold memory prints, as `status` reads them; an error when
+/// the tree has none of them (a wrong folder would otherwise pass as clean).
 pub fn tree(repo: &Repo) -> Result<Vec<Finding>> {
     let status = status::scan(repo)?;
+    let fixed = || Target::ALL.iter().filter_map(|target| target.fixed_path());
+    if repo.models().is_empty() && fixed().all(|rel| !repo.root.join(rel).is_file()) {
+        return Err(Error::NoTargetFiles {
+            root: repo.root.clone(),
+            files: status
+                .files
+                .iter()
+                .map(|file| file.path.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
     Ok(status
         .files
         .iter()

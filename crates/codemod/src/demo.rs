@@ -53,7 +53,7 @@ pub fn add(repo: &Repo) -> Result<Added> {
         detail_layers,
         snapshot_dir: "/tmp".into(),
     };
-    let plan = super::plan_add(repo, MODEL, &params)?;
+    let mut plan = super::plan_add(repo, MODEL, &params)?;
     let parallel = Parallel {
         pp: PP,
         ep: 1,
@@ -66,6 +66,7 @@ pub fn add(repo: &Repo) -> Result<Added> {
         &params.detail_layers,
         &params.ranks,
     )?;
+    let ruff = ruff::before_write(repo, &mut plan);
     write::write_all(&lock, &plan.replacements(), &write::Options::default())?;
     let mut summary = AddSummary::of_plan(
         repo.root.clone(),
@@ -74,7 +75,7 @@ pub fn add(repo: &Repo) -> Result<Added> {
         true,
         started.elapsed(),
     );
-    summary.ruff = Some(ruff::after_add(&repo.root, &plan));
+    summary.ruff = Some(ruff);
     Ok(Added {
         layer_note: layer_choice_note(&choice, &params),
         prints,

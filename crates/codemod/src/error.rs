@@ -45,6 +45,17 @@ pub enum Error {
         missing: String,
     },
 
+    /// `check` without files in a tree that has none of the files `add` edits.
+    #[error(
+        "none of the files `add` edits is in {root} ({files}): nothing was checked; pass --repo with a PithTrain checkout, or the files to check"
+    )]
+    NoTargetFiles {
+        /// The tree's root.
+        root: PathBuf,
+        /// The files looked for.
+        files: String,
+    },
+
     /// The checkout predates the PithTrain API the skill is written for.
     #[error(
         "{file}: {what}.\nmemprints instruments PithTrain from the \"Engine and model-layer refactor\" (commit f53f32d, 2026-07-14) on; update the checkout. Nothing was changed."
@@ -62,6 +73,19 @@ pub enum Error {
         /// The name given.
         model: String,
         /// The file it would be.
+        file: String,
+        /// The models there are.
+        available: String,
+    },
+
+    /// The model name names a file of `pithtrain/models/` that is not a model.
+    #[error(
+        "`{model}` is not a model: {file} is the protocol every model implements; models in this tree: {available}"
+    )]
+    NotAModel {
+        /// The name given.
+        model: String,
+        /// The file it names.
         file: String,
         /// The models there are.
         available: String,

@@ -72,11 +72,17 @@ pub fn parse_index_list(what: &'static str, input: &str) -> Result<Vec<u32>> {
                 "expected comma-separated non-negative integers, e.g. 3,14".into(),
             ));
         }
-        let value = part
-            .parse::<u32>()
-            .map_err(|_| invalid(format!("`{part}` is not a non-negative integer")))?;
+        let too_large = || {
+            invalid(format!(
+                "{part} is too large: each must be 0 to {MAX_INDEX}"
+            ))
+        };
+        if !part.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid(format!("`{part}` is not a non-negative integer")));
+        }
+        let value = part.parse::<u32>().map_err(|_| too_large())?;
         if value > MAX_INDEX {
-            return Err(invalid(format!("{value} is larger than {MAX_INDEX}")));
+            return Err(too_large());
         }
         values.push(value);
     }
@@ -160,7 +166,18 @@ mod tests {
         let err = parse_index_list("--ranks", "1048576")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("1048576 is larger than 1048575"), "{err}");
+        assert!(
+            err.contains("1048576 is too large: each must be 0 to 1048575"),
+            "{err}"
+        );
+        // Past u32 too: still too large, not "not an integer".
+        let err = parse_index_list("--ranks", "4294967296")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.ends_with("4294967296 is too large: each must be 0 to 1048575"),
+            "{err}"
+        );
         let many = (0..=MAX_ENTRIES).map(|i| i.to_string()).collect::<Vec<_>>();
         let err = parse_index_list("--detail-layers", &many.join(","))
             .unwrap_err()

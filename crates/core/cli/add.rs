@@ -54,8 +54,9 @@ pub struct AddArgs {
     /// Print the unified diff and write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Skip the skill's last step (`ruff check --fix` and `ruff format` on the changed files);
-    /// memprints has already checked in-process that they are ruff-formatted.
+    /// Skip the skill's last step (`ruff check --fix` and `ruff format` on the changed files,
+    /// kept only where they change inserted lines; what ruff reports on your own lines is named
+    /// and left to you); memprints has already checked in-process that they are ruff-formatted.
     #[arg(long)]
     pub no_ruff: bool,
     /// Print what was written as JSON (see the README's "JSON output"); notes go to stderr.
@@ -98,7 +99,7 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     };
 
     let existing = status::scan(&repo)?;
-    let (plan, action) = if existing.state == State::Absent {
+    let (mut plan, action) = if existing.state == State::Absent {
         (
             memprints_codemod::plan_add(&repo, &args.model, &params)?,
             AddAction::Added,
@@ -158,8 +159,8 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         writeln!(out, "{prints}")?;
     }
 
-    let replacements = plan.replacements();
     if args.dry_run {
+        let replacements = plan.replacements();
         let mut summary =
             AddSummary::of_plan(repo.root.clone(), &plan, action, false, started.elapsed());
         summary.detail_prints = Some(prints);
@@ -177,14 +178,14 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         }
         return Ok(ExitStatus::Success);
     }
+    let ruff = (!args.no_ruff).then(|| ruff::before_write(&repo, &mut plan));
+    let replacements = plan.replacements();
     memprints_commit::write_all(&lock, &replacements, &memprints_commit::Options::default())?;
     out.wrote_files(replacements.len());
     let mut summary =
         AddSummary::of_plan(repo.root.clone(), &plan, action, true, started.elapsed());
     summary.detail_prints = Some(prints);
-    if !args.no_ruff {
-        summary.ruff = Some(ruff::after_add(&repo.root, &plan));
-    }
+    summary.ruff = ruff;
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?;
     } else if !args.quiet {

@@ -14,8 +14,8 @@ use memprints_codemod::pithtrain::placement::{self, MAX_SIZE, Parallel};
 /// `--repo DIR`.
 #[derive(Debug, Clone, Args)]
 pub struct RepoArg {
-    /// The PithTrain checkout [default: the current folder or the nearest parent whose
-    /// pyproject.toml names the project `pithtrain`].
+    /// The PithTrain checkout, or its `pithtrain` package folder [default: the current folder
+    /// or the nearest parent whose pyproject.toml names the project `pithtrain`].
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
 }
@@ -105,8 +105,11 @@ pub fn lock_and_recover(
     Ok(lock)
 }
 
-/// Refuses an `--out` that would overwrite one of `inputs` (the same path, a symlink to it, a
-/// hard link of it) or land in a folder given as input, whose files are read as inputs.
+/// Refuses an output path that would overwrite one of `inputs` (the same path, a symlink to
+/// it, a hard link of it: same device and inode) or land anywhere inside a folder given as
+/// input. `inputs` is everything the command reads: logs, snapshots, estimator files. This is
+/// the one check every `--out` goes through, before anything is read and again once the
+/// command knows every file it read.
 pub fn check_out_not_input(out: &Path, inputs: &[PathBuf]) -> memprints_codemod::Result<()> {
     let refuse = |reason: String| memprints_codemod::Error::InvalidArgument {
         what: "--out",
@@ -114,7 +117,9 @@ pub fn check_out_not_input(out: &Path, inputs: &[PathBuf]) -> memprints_codemod:
         reason,
     };
     let resolved = resolve(out);
-    let identity = std::fs::metadata(out).ok().map(|m| (m.dev(), m.ino()));
+    let identity = std::fs::metadata(&resolved)
+        .ok()
+        .map(|m| (m.dev(), m.ino()));
     for input in inputs {
         let (Ok(meta), Ok(canonical)) = (std::fs::metadata(input), std::fs::canonicalize(input))
         else {
@@ -126,7 +131,7 @@ pub fn check_out_not_input(out: &Path, inputs: &[PathBuf]) -> memprints_codemod:
             if resolved == canonical {
                 return Err(refuse(format!("it is {shown}, a folder given as input")));
             }
-            if resolved.parent() == Some(canonical.as_path()) {
+            if resolved.starts_with(&canonical) {
                 return Err(refuse(format!(
                     "it is inside {shown}, a folder given as input, whose files are read as inputs; write it elsewhere"
                 )));
@@ -140,10 +145,24 @@ pub fn check_out_not_input(out: &Path, inputs: &[PathBuf]) -> memprints_codemod:
     Ok(())
 }
 
-/// `path` with its symlinks resolved; for a file that does not exist yet, its folder's.
+/// Where writing to `path` lands: its symlinks resolved, also a dangling one's (writing through
+/// it creates its target); for a file that does not exist yet, its folder's resolved.
 fn resolve(path: &Path) -> PathBuf {
-    if let Ok(canonical) = std::fs::canonicalize(path) {
-        return canonical;
+    let mut path = path.to_path_buf();
+    // A bounded walk: a loop of links is left for the write to report.
+    for _ in 0..40 {
+        if let Ok(canonical) = std::fs::canonicalize(&path) {
+            return canonical;
+        }
+        match std::fs::read_link(&path) {
+            Ok(target) => {
+                path = match path.parent() {
+                    Some(dir) => dir.join(target),
+                    None => target,
+                }
+            }
+            Err(_) => break,
+        }
     }
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -151,7 +170,7 @@ fn resolve(path: &Path) -> PathBuf {
     };
     match (std::fs::canonicalize(parent), path.file_name()) {
         (Ok(dir), Some(name)) => dir.join(name),
-        _ => path.to_path_buf(),
+        _ => path.clone(),
     }
 }
 
@@ -200,8 +219,14 @@ mod tests {
         );
         assert!(refused(&dir.path().join("new.txt"), &inputs).contains("inside"));
         assert!(refused(dir.path(), &inputs).contains("a folder given as input"));
+        // Deeper inside, and through a dangling symlink whose target lies inside.
+        assert!(refused(&dir.path().join("sub").join("r.txt"), &inputs).contains("inside"));
         let elsewhere = tempfile::tempdir().unwrap();
-        check_out_not_input(&elsewhere.path().join("r.txt"), &inputs).unwrap();
+        let dangling = elsewhere.path().join("r.html");
+        std::os::unix::fs::symlink(dir.path().join("new.html"), &dangling).unwrap();
+        assert!(refused(&dangling, &inputs).contains("inside"));
+        let other = tempfile::tempdir().unwrap();
+        check_out_not_input(&other.path().join("r.txt"), &inputs).unwrap();
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `memprints check [FILES…]`: fails (exit 1) when memory prints are in the given files or, with
-//! none given, in the tree's target files, naming each file and its groups. The
+//! none given, in the tree's target files, naming each file and its groups; a tree with none of
+//! the target files is an error (exit 1), not a clean tree. The
 //! `memprints-check` pre-commit hook runs it on the staged Python files.
 
 use std::io::Write;

@@ -4,7 +4,9 @@
 //!
 //! Contract: exit 0 on success (also when the logs hold no memory prints, which is noted on
 //! stderr, and when `--estimate` could not run the estimator, which the report notes);
-//! unreadable inputs, an `--out` that is one of the inputs and unwritable outputs are errors.
+//! unreadable inputs, an `--out` that is, links to or lies inside anything read (logs, snapshots
+//! given or found beside the log, the estimator's model config) and unwritable outputs are
+//! errors.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -55,7 +57,9 @@ impl From<Format> for present::Format {
                   peak, the detail layers (stage deltas, saved tensors, experts internals), and, \
                   across ranks, the peaks and the imbalance between pipeline stages.\n\n\
                   Logs may be one file per node with all ranks interleaved, carry srun/torchrun \
-                  prefixes, ANSI colours or CRLF, and be gzip- or zstd-compressed.",
+                  prefixes, ANSI colours or CRLF, be gzip- or zstd-compressed, and hold runs of \
+                  NUL bytes (a copytruncate rotation, a preallocation), which are read around \
+                  with a note.",
     after_help = "Examples:\n  memprints report logging/pretrain_lm/qwen3-30b-a3b_node0.log\n  \
                   memprints report logging/pretrain_lm/ --rank 0 --rank 8\n  \
                   memprints report run.log.zst --format html --out report.html\n  \
@@ -89,12 +93,14 @@ pub struct ReportArgs {
     pub color: ColorChoice,
 
     /// Run PithTrain's memory estimator (tools/memory_estimator, no torch) for each profiled pp
-    /// rank and set it beside the prints, event by event and component by component.
+    /// rank and set it beside the prints, event by event and component by component. It runs
+    /// Python from `--repo` or the checkout at or above the current directory only.
     #[arg(long)]
     pub estimate: bool,
 
     /// The PithTrain checkout whose estimator runs (default: the checkout at or above the
-    /// current directory, else the tree the log's paths name).
+    /// current directory). Code runs only from this checkout or the one you stand in, never
+    /// from a folder a log names.
     #[arg(long, value_name = "DIR", requires = "estimate")]
     pub repo: Option<PathBuf>,
 
@@ -189,6 +195,23 @@ fn parse_tolerance(text: &str) -> Result<Tolerance, String> {
     })
 }
 
+/// Every file the report read: the logs, the snapshots found for them, the model configs the
+/// estimator was given.
+fn files_read(report: &memprints_log::Report) -> Vec<PathBuf> {
+    let logs = report.inputs.iter().map(PathBuf::from);
+    let snapshots = report
+        .runs
+        .iter()
+        .flat_map(|run| &run.memory.snapshots)
+        .filter_map(|s| s.path.as_ref().map(PathBuf::from));
+    let configs = report
+        .runs
+        .iter()
+        .filter_map(|run| run.estimate.as_ref()?.settings.as_ref())
+        .map(|s| s.model_config.clone());
+    logs.chain(snapshots).chain(configs).collect()
+}
+
 /// When the text report uses colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ColorChoice {
@@ -203,7 +226,12 @@ pub enum ColorChoice {
 /// Runs `report`.
 pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     if let Some(path) = &args.out {
-        check_out_not_input(path, &args.inputs)?;
+        let named = args
+            .inputs
+            .iter()
+            .chain(&args.snapshots)
+            .chain(&args.config);
+        check_out_not_input(path, &named.cloned().collect::<Vec<_>>())?;
     }
     let estimate = args.estimate.then(|| EstimateOptions {
         repo: args.repo.clone(),
@@ -227,6 +255,13 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         estimate,
     };
     let report = run_report(&args.inputs, &opts)?;
+    for note in &report.notes {
+        out.note(format_args!("note: {}", present::input_note(note)));
+    }
+    if let Some(path) = &args.out {
+        // The logs name snapshots and a model config of their own: none may be written over.
+        check_out_not_input(path, &files_read(&report))?;
+    }
     if report.stats.memory_lines == 0 {
         out.note(format_args!(
             "no memory prints ([rank=…]) found in {} line(s); was the run instrumented?",

@@ -400,6 +400,7 @@ impl ReportBuilder {
             skipped: Vec::new(),
             stats: self.stats,
             runs,
+            notes: Vec::new(),
         }
     }
 }

@@ -6,9 +6,10 @@
 //! - **Settings** come from PithTrain's `launch(cfg=…)` line in the run's logs (the K-th such
 //!   line of the run's first file for the K-th run beginning in that file, else the first one
 //!   of any of its files), overridden by the flags ([`EstimateOptions::overrides`]).
-//! - **The tree** is `--repo`; else the PithTrain checkout at or above the current directory
-//!   (the first directory holding `pithtrain/__init__.py`); else the tree the logs name in
-//!   their paths (`…/pithtrain/…` in a traceback or a warning), when that directory exists.
+//! - **The tree** is `--repo` (made absolute); else the PithTrain checkout at or above the
+//!   current directory (the first directory holding `pithtrain/__init__.py`). Nothing a log
+//!   says selects code to run: a tree the logs name in their paths (`…/pithtrain/…` in a
+//!   traceback or a warning) is only named in the error, as a hint for `--repo`.
 //! - **Measured** is read from the run's report, the same figures the plain report shows: per
 //!   pp rank, the lowest global rank with pipeline prints stands for it; its pipeline prints up
 //!   to the first `After Step8` (the first `step()`), its `setup_model | after apply_fsdp`
@@ -117,18 +118,25 @@ fn section(
         out.error = Some("no rank printed the pipeline, so there is nothing to compare".to_owned());
         return out;
     }
+    // Code runs only from a checkout the user named or stands in: a path read from a log
+    // selects nothing that runs, it is only named in the error as a hint.
     let cwd = std::env::current_dir().ok();
-    let tree = opts
-        .repo
-        .clone()
-        .or_else(|| cwd.as_deref().and_then(checkout_at_or_above))
-        .or(named_tree);
+    let tree = match &opts.repo {
+        Some(repo) => Some(std::path::absolute(repo).unwrap_or_else(|_| repo.clone())),
+        None => cwd.as_deref().and_then(checkout_at_or_above),
+    };
     let Some(tree) = tree else {
-        out.error = Some(
-            "no PithTrain checkout found (none at or above the current directory, none named \
-             in the log's paths); pass --repo with one that has tools/memory_estimator/"
-                .to_owned(),
-        );
+        let hint = match named_tree {
+            Some(named) => format!(
+                " (the log names {0}; pass --repo {0} to use it)",
+                named.display()
+            ),
+            None => String::new(),
+        };
+        out.error = Some(format!(
+            "no PithTrain checkout found at or above the current directory; pass --repo with \
+             one that has tools/memory_estimator/{hint}"
+        ));
         return out;
     };
     out.tree = Some(tree.display().to_string());

@@ -6,12 +6,20 @@
 //!   name order, and lists every other file in it as skipped, saying why (memory snapshots by
 //!   name, anything else as not a log).
 //! - [`open_text`]: opens a file through [`super::lines::open`] (so compressed logs are read
-//!   decompressed) and returns `None` when the first [`SNIFF_BYTES`] bytes of what it reads hold
-//!   a NUL byte: no log has one, every pickle and archive does. The bytes read to decide are
-//!   handed back in front of the rest.
+//!   decompressed), with every NUL byte left out of what it reads ([`NulSkipped`] counts them):
+//!   a log rotated by `copytruncate` starts with a run of them, a preallocated one ends with
+//!   one, and both are read around. It returns `None` for binary data: within the first
+//!   [`SNIFF_BYTES`] bytes that are not NUL, a NUL run that starts inside a line (neither at
+//!   the file's start nor after a newline) and is followed by more bytes, or NUL bytes and a
+//!   control byte no log holds. Every pickle and archive has one or the other; no log does.
+//!   The bytes read to decide are handed back in front of the rest.
+//! - [`big_plain_file`] hands out big plain files; they are read mapped and by chunks only when
+//!   [`has_nul`] finds no NUL byte anywhere in them, else through [`open_text`], so the mapped
+//!   and chunked reading never meets one and every reader agrees.
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::ReportError;
 use super::schema::SkippedInput;
@@ -63,9 +71,10 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<SkippedInp
     Ok((files, skipped))
 }
 
-/// `path` opened for the line scanner, or `None` when it holds binary data.
-pub fn open_text(path: &Path) -> io::Result<Option<Box<dyn Read>>> {
-    Ok(open_text_head(path)?.map(|(reader, _)| reader))
+/// `path` opened for the line scanner, or `None` when it holds binary data; with the count of
+/// the NUL bytes left out, complete once the reader is read to its end.
+pub fn open_text(path: &Path) -> io::Result<Option<(Box<dyn Read>, NulCount)>> {
+    Ok(open_text_head(path)?.map(|(reader, _, nuls)| (reader, nuls)))
 }
 
 /// PithTrain's line at the start of every launch, logged once by rank 0:
@@ -76,15 +85,27 @@ pub const LAUNCH_NEEDLE: &[u8] = b"| launch(cfg=";
 /// NCCL's lines and the setup prints come before it.
 pub const LAUNCH_HEAD_BYTES: usize = 64 * 1024;
 
+/// A file opened by [`open_text_head`]: its reader, whether it launches, its NUL count.
+pub type TextHead = (Box<dyn Read>, bool, NulCount);
+
 /// [`open_text`], and whether the file's first [`LAUNCH_HEAD_BYTES`] hold a launch line
 /// ([`LAUNCH_NEEDLE`]): a file that launches training, not one that goes on with another's.
-pub fn open_text_head(path: &Path) -> io::Result<Option<(Box<dyn Read>, bool)>> {
-    let mut reader = super::lines::open(path)?;
+pub fn open_text_head(path: &Path) -> io::Result<Option<TextHead>> {
+    let nuls = NulCount::default();
+    let mut reader = SkipNul {
+        inner: super::lines::open(path)?,
+        seen: 0,
+        after_newline: true,
+        in_run: false,
+        starts_inside_a_line: false,
+        count: nuls.clone(),
+    };
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     (&mut reader)
         .take(SNIFF_BYTES as u64)
         .read_to_end(&mut head)?;
-    if memchr::memchr(0, &head).is_some() {
+    let sniffed = nuls.get();
+    if sniffed.inside_a_line || (sniffed.bytes > 0 && head.iter().any(|&b| is_binary_control(b))) {
         return Ok(None);
     }
     if head.len() == SNIFF_BYTES {
@@ -96,12 +117,136 @@ pub fn open_text_head(path: &Path) -> io::Result<Option<(Box<dyn Read>, bool)>> 
     Ok(Some((
         Box::new(io::Cursor::new(head).chain(reader)),
         launches,
+        nuls,
     )))
 }
 
+/// A control byte no log holds but binary data does (a pickle starts `\x80\x04`): not a tab,
+/// a newline, a carriage return, a form feed, a backspace, a bell or an escape.
+fn is_binary_control(byte: u8) -> bool {
+    matches!(byte, 0x01..=0x06 | 0x0e..=0x1a | 0x1c..=0x1f)
+}
+
+/// The NUL bytes a reader of [`open_text`] left out so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NulSkipped {
+    /// How many.
+    pub bytes: u64,
+    /// In how many runs.
+    pub runs: u64,
+    /// Where the first run starts, in the file's (decompressed) bytes.
+    pub first_offset: u64,
+    /// A run started inside a line and more bytes followed, before [`SNIFF_BYTES`] bytes
+    /// that are not NUL were read: binary data, not a log.
+    pub inside_a_line: bool,
+}
+
+/// NUL bytes a log was read around: what `report` says on stderr (rendered by
+/// `memprints-present`: `run.log: skipped 1.20 MiB of NUL bytes at offset 0 (…)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputNote {
+    /// The file, as given.
+    pub path: String,
+    /// What was left out of it.
+    pub nuls: NulSkipped,
+}
+
+impl NulSkipped {
+    /// The note for `path`; `None` when nothing was left out.
+    pub fn note(&self, path: &str) -> Option<InputNote> {
+        (self.bytes > 0).then(|| InputNote {
+            path: path.to_string(),
+            nuls: *self,
+        })
+    }
+}
+
+/// The shared count of a reader's [`NulSkipped`], to read once the reader is done.
+#[derive(Debug, Clone, Default)]
+pub struct NulCount(Arc<Mutex<NulSkipped>>);
+
+impl NulCount {
+    /// The count so far.
+    pub fn get(&self) -> NulSkipped {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A reader that leaves out every NUL byte of `inner` and counts them.
+struct SkipNul<R> {
+    inner: R,
+    /// Bytes of `inner` read so far.
+    seen: u64,
+    /// The last byte that was not NUL is a newline (or there was none).
+    after_newline: bool,
+    /// The last byte read was a NUL.
+    in_run: bool,
+    /// The current run of NULs began inside a line.
+    starts_inside_a_line: bool,
+    count: NulCount,
+}
+
+impl<R: Read> Read for SkipNul<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.inner.read(buf)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            let kept = self.compact(&mut buf[..n]);
+            if kept > 0 {
+                return Ok(kept);
+            }
+        }
+    }
+}
+
+impl<R> SkipNul<R> {
+    /// Moves the bytes of `buf` that are not NUL to its front; how many there are.
+    fn compact(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len();
+        if !self.in_run && memchr::memchr(0, buf).is_none() {
+            self.seen += n as u64;
+            self.after_newline = buf[n - 1] == b'\n';
+            return n;
+        }
+        let mut count = self.count.0.lock().unwrap_or_else(|e| e.into_inner());
+        // Bytes that are not NUL kept before this buffer, for the binary test.
+        let kept_before = self.seen - count.bytes;
+        let mut kept = 0;
+        for i in 0..n {
+            let byte = buf[i];
+            if byte == 0 {
+                if !self.in_run {
+                    if count.runs == 0 {
+                        count.first_offset = self.seen + i as u64;
+                    }
+                    count.runs += 1;
+                    self.in_run = true;
+                    self.starts_inside_a_line = !self.after_newline;
+                }
+                count.bytes += 1;
+                continue;
+            }
+            if self.in_run
+                && self.starts_inside_a_line
+                && kept_before + (kept as u64) < SNIFF_BYTES as u64
+            {
+                count.inside_a_line = true;
+            }
+            self.in_run = false;
+            self.after_newline = byte == b'\n';
+            buf[kept] = byte;
+            kept += 1;
+        }
+        self.seen += n as u64;
+        kept
+    }
+}
+
 /// `path` opened for [`super::chunked`], when it is a regular file of at least
-/// [`super::chunked::MIN_SIZE`] bytes that is neither compressed nor binary (no NUL byte in its
-/// first [`SNIFF_BYTES`]); `None` for anything else, to be read through [`open_text`].
+/// [`super::chunked::MIN_SIZE`] bytes that is neither compressed nor starts with a NUL byte in
+/// its first [`SNIFF_BYTES`]; `None` for anything else, to be read through [`open_text`].
 pub fn big_plain_file(path: &Path) -> io::Result<Option<std::fs::File>> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path)?;
@@ -116,6 +261,19 @@ pub fn big_plain_file(path: &Path) -> io::Result<Option<std::fs::File>> {
         return Ok(None);
     }
     Ok(Some(file))
+}
+
+/// Whether `bytes` hold a NUL byte, looked for on all cores.
+pub fn has_nul(bytes: &[u8]) -> bool {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let piece = bytes.len().div_ceil(workers).max(1 << 20);
+    std::thread::scope(|scope| {
+        let found: Vec<_> = bytes
+            .chunks(piece)
+            .map(|part| scope.spawn(move || memchr::memchr(0, part).is_some()))
+            .collect();
+        found.into_iter().any(|h| h.join().unwrap_or(true))
+    })
 }
 
 /// Why a binary file named on the command line is not read.
@@ -193,6 +351,7 @@ mod tests {
         open_text(&text)
             .unwrap()
             .expect("text")
+            .0
             .read_to_string(&mut all)
             .unwrap();
         assert_eq!(all.len(), 11 * 2000, "the sniffed bytes are handed back");
@@ -201,5 +360,97 @@ mod tests {
         gz.write_all(b"\x80\x04\x95\x00\x00\x00\x00").unwrap();
         std::fs::write(&pickle, gz.finish().unwrap()).unwrap();
         assert!(open_text(&pickle).unwrap().is_none());
+    }
+
+    fn read_all(path: &Path) -> Option<(String, NulSkipped)> {
+        let (mut reader, nuls) = open_text(path).unwrap()?;
+        let mut text = String::new();
+        reader.read_to_string(&mut text).unwrap();
+        Some((text, nuls.get()))
+    }
+
+    #[test]
+    fn a_rotated_or_preallocated_log_is_read_around_its_nul_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = "[rank=0] x\n".repeat(2000);
+        let rotated = dir.path().join("rotated.log");
+        let mut bytes = vec![0u8; 3 << 20];
+        bytes.extend_from_slice(log.as_bytes());
+        std::fs::write(&rotated, &bytes).unwrap();
+        let (text, nuls) = read_all(&rotated).expect("text");
+        assert_eq!(text, log);
+        assert_eq!((nuls.bytes, nuls.runs, nuls.first_offset), (3 << 20, 1, 0));
+        assert_eq!(nuls.note("run.log").unwrap().path, "run.log");
+        // Preallocated: zeros after the last line, and a run between two lines.
+        let preallocated = dir.path().join("pre.log");
+        std::fs::write(&preallocated, format!("{log}\0\0\0{log}\0\0")).unwrap();
+        let (text, nuls) = read_all(&preallocated).expect("text");
+        assert_eq!(text, format!("{log}{log}"));
+        assert_eq!((nuls.bytes, nuls.runs, nuls.first_offset), (5, 2, 22_000));
+        // A line cut by the rotation: the run starts the file, the line ends after it.
+        let cut = dir.path().join("cut.log");
+        std::fs::write(&cut, b"\0\0nk=0] x\n[rank=0] y\n").unwrap();
+        assert_eq!(read_all(&cut).unwrap().0, "nk=0] x\n[rank=0] y\n");
+        let clean = dir.path().join("clean.log");
+        std::fs::write(&clean, &log).unwrap();
+        assert_eq!(read_all(&clean).unwrap().1, NulSkipped::default());
+        assert_eq!(NulSkipped::default().note("x"), None);
+    }
+
+    #[test]
+    fn a_nul_run_inside_a_line_followed_by_more_is_binary_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("odd.log");
+        std::fs::write(&path, b"[rank=0] x\n[rank=0]\0\0 y\n").unwrap();
+        assert!(read_all(&path).is_none());
+        // After the first SNIFF_BYTES bytes that are not NUL, such a run is read around.
+        let late = format!("{}[rank=0]\0\0 y\n", "[rank=0] x\n".repeat(1000));
+        std::fs::write(&path, late).unwrap();
+        assert!(read_all(&path).unwrap().0.ends_with("[rank=0] y\n"));
+        // A line cut by zeros at the very end is a preallocated log's, not binary.
+        std::fs::write(&path, b"[rank=0] x\n[rank=0] y\0\0\0").unwrap();
+        assert_eq!(read_all(&path).unwrap().0, "[rank=0] x\n[rank=0] y");
+    }
+
+    #[test]
+    fn runs_of_nul_split_across_reads_count_once() {
+        /// Hands out one byte per read.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let Some((&first, rest)) = self.0.split_first() else {
+                    return Ok(0);
+                };
+                buf[0] = first;
+                self.0 = rest;
+                Ok(1)
+            }
+        }
+        let count = NulCount::default();
+        let mut reader = SkipNul {
+            inner: Trickle(b"\0\0\0a\n\0\0b\n"),
+            seen: 0,
+            after_newline: true,
+            in_run: false,
+            starts_inside_a_line: false,
+            count: count.clone(),
+        };
+        let mut text = String::new();
+        reader.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "a\nb\n");
+        let got = count.get();
+        assert_eq!(
+            (got.bytes, got.runs, got.first_offset, got.inside_a_line),
+            (5, 2, 0, false)
+        );
+    }
+
+    #[test]
+    fn has_nul_looks_at_every_byte() {
+        let mut bytes = vec![b'x'; 5 << 20];
+        assert!(!has_nul(&bytes));
+        *bytes.last_mut().unwrap() = 0;
+        assert!(has_nul(&bytes));
+        assert!(!has_nul(&[]));
     }
 }

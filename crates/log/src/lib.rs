@@ -84,6 +84,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         (!opts.ranks.is_empty()).then(|| opts.ranks.iter().copied().collect::<BTreeSet<_>>());
     let mut builder = ReportBuilder::new(only);
     let mut read = Vec::new();
+    let mut notes = Vec::new();
     let mut fold = |index: usize, outcome: many::Scanned| -> Result<(), ReportError> {
         let file = &files[index];
         let read_err = |source| ReportError::Read {
@@ -100,6 +101,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         builder.begin_source_launching(read.len(), collected.launches);
         collected.replay(|item| builder.item(item));
         builder.count_scan(collected.counts);
+        notes.extend(collected.nuls.note(&file.display().to_string()));
         read.push(file.display().to_string());
         Ok(())
     };
@@ -110,28 +112,34 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
             path: file.clone(),
             source,
         };
-        let scan = |builder: &mut ReportBuilder| -> Result<bool, ReportError> {
-            if let Some(plain) = inputs::big_plain_file(file).map_err(read_err)? {
-                let name = file.display().to_string();
-                let map =
-                    std::sync::Arc::new(mapped::Mapped::new(&plain, &name).map_err(read_err)?);
-                builder.begin_mapped(0, std::sync::Arc::clone(&map));
-                let counts =
-                    chunked::scan_map(&map, lines::Mode::FoldSteps, |item| builder.item(item))
+        // `None` for binary data, else the NUL bytes read around.
+        let scan =
+            |builder: &mut ReportBuilder| -> Result<Option<inputs::NulSkipped>, ReportError> {
+                if let Some(plain) = inputs::big_plain_file(file).map_err(read_err)? {
+                    let name = file.display().to_string();
+                    let map =
+                        std::sync::Arc::new(mapped::Mapped::new(&plain, &name).map_err(read_err)?);
+                    if !inputs::has_nul(map.bytes()) {
+                        builder.begin_mapped(0, std::sync::Arc::clone(&map));
+                        let counts = chunked::scan_map(&map, lines::Mode::FoldSteps, |item| {
+                            builder.item(item)
+                        })
                         .map_err(read_err)?;
+                        builder.count_scan(counts);
+                        return Ok(Some(inputs::NulSkipped::default()));
+                    }
+                }
+                let Some((reader, nuls)) = inputs::open_text(file).map_err(read_err)? else {
+                    return Ok(None);
+                };
+                let counts = lines::scan(reader, lines::Mode::FoldSteps, |item| builder.item(item))
+                    .map_err(read_err)?;
                 builder.count_scan(counts);
-                return Ok(true);
-            }
-            let Some(reader) = inputs::open_text(file).map_err(read_err)? else {
-                return Ok(false);
+                Ok(Some(nuls.get()))
             };
-            let counts = lines::scan(reader, lines::Mode::FoldSteps, |item| builder.item(item))
-                .map_err(read_err)?;
-            builder.count_scan(counts);
-            Ok(true)
-        };
         builder.begin_source(0);
-        if scan(&mut builder)? {
+        if let Some(nuls) = scan(&mut builder)? {
+            notes.extend(nuls.note(&file.display().to_string()));
             read.push(file.display().to_string());
         } else {
             skipped.push(SkippedInput {
@@ -144,6 +152,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     }
     let mut report = builder.finish(read);
     report.skipped = skipped;
+    report.notes = notes;
     joined::attach_snapshots(&mut report, &opts.snapshots);
     if let Some(estimate) = &opts.estimate {
         estimate::attach(&mut report, estimate);

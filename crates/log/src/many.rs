@@ -34,6 +34,8 @@ pub struct Collected {
     pub counts: ScanCounts,
     /// Whether the file starts a launch of its own ([`inputs::open_text_head`]).
     pub launches: bool,
+    /// The NUL bytes the reading left out.
+    pub nuls: inputs::NulSkipped,
 }
 
 #[derive(Debug)]
@@ -116,7 +118,7 @@ impl Collected {
 pub type Scanned = io::Result<Option<Collected>>;
 
 fn scan_one(path: &std::path::Path) -> Scanned {
-    let Some((reader, launches)) = inputs::open_text_head(path)? else {
+    let Some((reader, launches, nuls)) = inputs::open_text_head(path)? else {
         return Ok(None);
     };
     let mut collected = Collected {
@@ -125,6 +127,7 @@ fn scan_one(path: &std::path::Path) -> Scanned {
     };
     collected.counts =
         lines::scan_serial(reader, lines::Mode::FoldSteps, |item| collected.keep(item))?;
+    collected.nuls = nuls.get();
     Ok(Some(collected))
 }
 

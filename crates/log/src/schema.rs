@@ -34,6 +34,10 @@ pub struct Report<R = RankReport> {
     pub stats: Stats,
     /// One entry per run (see [`super::runs`] for what makes a run), in the order they began.
     pub runs: Vec<Run<R>>,
+    /// Notes for stderr about how inputs were read (NUL bytes read around), one line each; not
+    /// part of the JSON.
+    #[serde(skip)]
+    pub notes: Vec<super::inputs::InputNote>,
 }
 
 impl<R> Report<R> {
@@ -66,6 +70,7 @@ impl<R> Report<R> {
             skipped: self.skipped.clone(),
             stats: self.stats.clone(),
             runs,
+            notes: self.notes.clone(),
         })
     }
 }

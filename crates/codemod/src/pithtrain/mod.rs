@@ -40,6 +40,13 @@ pub const TARGET_FOLDERS: [&str; 4] = [
 /// Files in `pithtrain/models/` that are not models.
 const NOT_MODELS: &[&str] = &["__init__", "interface"];
 
+/// The checkout above `dir` when `dir` is its `pithtrain` package folder.
+fn checkout_of_package(dir: &Path) -> Option<PathBuf> {
+    let is_package = dir.file_name()? == "pithtrain" && dir.join("__init__.py").is_file();
+    let parent = dir.parent()?;
+    (is_package && names_pithtrain(&parent.join("pyproject.toml"))).then(|| parent.to_path_buf())
+}
+
 /// A PithTrain checkout and its formatter settings.
 pub struct Repo {
     /// The checkout's root folder.
@@ -54,12 +61,15 @@ impl Repo {
     pub fn locate(dir: Option<&Path>) -> Result<Repo> {
         let root = match dir {
             Some(dir) => {
-                if !dir.join("pithtrain").is_dir() {
-                    return Err(Error::RepoNotFound {
-                        start: dir.to_path_buf(),
-                    });
+                let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+                if dir.join("pithtrain").is_dir() {
+                    dir
+                } else if let Some(checkout) = checkout_of_package(&dir) {
+                    // The package folder given for its checkout.
+                    checkout
+                } else {
+                    return Err(Error::RepoNotFound { start: dir });
                 }
-                dir.to_path_buf()
             }
             None => {
                 let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
@@ -128,14 +138,22 @@ impl Repo {
             return Ok(rel);
         }
         let available = self.models();
+        let available = if available.is_empty() {
+            "none".into()
+        } else {
+            available.join(", ")
+        };
+        if model == "interface" && self.root.join(&rel).is_file() {
+            return Err(Error::NotAModel {
+                model: model.to_string(),
+                file: rel,
+                available,
+            });
+        }
         Err(Error::UnknownModel {
             model: model.to_string(),
             file: rel,
-            available: if available.is_empty() {
-                "none".into()
-            } else {
-                available.join(", ")
-            },
+            available,
         })
     }
 

@@ -30,10 +30,16 @@ impl Parallel {
     pub fn dp(&self) -> Result<u32> {
         let invalid = |reason: String| Error::InvalidArgument {
             what: "parallel sizes",
-            input: format!(
-                "pp={} ep={} cp={} world={}",
-                self.pp, self.ep, self.cp, self.world
-            ),
+            // The world is named only when it is not the default (given, or read from a
+            // script): the default of sizes too large is a saturated product, not a size.
+            input: if self.world == default_world(self.pp, self.ep, self.cp) {
+                format!("pp={} ep={} cp={}", self.pp, self.ep, self.cp)
+            } else {
+                format!(
+                    "pp={} ep={} cp={} world={}",
+                    self.pp, self.ep, self.cp, self.world
+                )
+            },
             reason,
         };
         let sizes = [("pp", self.pp), ("ep", self.ep), ("cp", self.cp)];

@@ -53,3 +53,48 @@ pub fn json(report: &Report) -> String {
     out.push('\n');
     out
 }
+
+/// The stderr note for a log read around NUL bytes: `run.log: skipped 3.00 MiB of NUL bytes at
+/// offset 0 (a rotated or preallocated log)`.
+pub fn input_note(note: &memprints_log::inputs::InputNote) -> String {
+    let nuls = &note.nuls;
+    let size = crate::numbers::bytes(nuls.bytes);
+    let at = match nuls.runs {
+        1 => format!("at offset {}", nuls.first_offset),
+        n => format!("in {n} runs, the first at offset {}", nuls.first_offset),
+    };
+    format!(
+        "{}: skipped {size} of NUL bytes {at} (a rotated or preallocated log)",
+        note.path
+    )
+}
+
+#[cfg(test)]
+mod note_tests {
+    use memprints_log::inputs::NulSkipped;
+
+    #[test]
+    fn a_nul_note_says_how_much_and_where() {
+        let one = NulSkipped {
+            bytes: 3 << 20,
+            runs: 1,
+            first_offset: 0,
+            inside_a_line: false,
+        };
+        assert_eq!(
+            super::input_note(&one.note("run.log").unwrap()),
+            "run.log: skipped 3.00 MiB of NUL bytes at offset 0 (a rotated or preallocated log)"
+        );
+        let two = NulSkipped {
+            bytes: 5,
+            runs: 2,
+            first_offset: 22_000,
+            inside_a_line: false,
+        };
+        assert!(
+            super::input_note(&two.note("p").unwrap())
+                .contains("5 B of NUL bytes in 2 runs, the first at offset 22000")
+        );
+        assert_eq!(NulSkipped::default().note("x"), None);
+    }
+}
