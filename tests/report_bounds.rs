@@ -125,7 +125,7 @@ fn a_log_that_shrinks_while_mapped_stops_the_process_with_one_line() {
         let path = dir.path().join("node0.log");
         std::fs::write(&path, vec![b'x'; 4 << 20]).unwrap();
         let file = std::fs::File::open(&path).unwrap();
-        let map = memprints_log::mapped::Mapped::new(&file, "node0.log").unwrap();
+        let map = memprints_log::scan::mapped::Mapped::new(&file, "node0.log").unwrap();
         std::fs::OpenOptions::new()
             .write(true)
             .open(&path)

@@ -8,8 +8,8 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use memprints_log::lines::{LINE_CAP, NEEDLES};
-use memprints_log::{ReportBuilder, ReportOptions, inputs, joined, run_report};
+use memprints_log::scan::{LINE_CAP, NEEDLES, inputs};
+use memprints_log::{ReportBuilder, ReportOptions, joined, run_report};
 use memprints_present::report as render;
 
 /// Feeds `line` to `builder` as the scanner's contract says: cut to [`LINE_CAP`], and only
@@ -245,7 +245,7 @@ fn two_hundred_megabyte_print_lines_are_cut_and_noted() {
 /// in every format.
 #[test]
 fn fuzz_crash_inputs_report_without_a_panic() {
-    use memprints_log::lines::{self, Mode};
+    use memprints_log::scan::{Mode, lines};
     let dir = root().join("tests/data/fuzz/report_log");
     let mut inputs: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -298,7 +298,7 @@ fn a_log_profiling_every_step_reads_the_same_mapped_and_keeps_three_passes_in_de
     };
     let mut text = Vec::new();
     write_log(&cfg, &mut text).unwrap();
-    let min = memprints_log::chunked::MIN_SIZE as usize;
+    let min = memprints_log::scan::chunked::MIN_SIZE as usize;
     assert!(text.len() > min, "read mapped: {} bytes", text.len());
     let path = write(dir.path(), "every-step.log", &text);
     assert_same(std::slice::from_ref(&path));

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memprints_log::lines::{self, LINE_CAP, Mode, NEEDLES};
+use memprints_log::scan::{LINE_CAP, Mode, NEEDLES, lines};
 use memprints_present::report::{self, Format};
 use memprints_log::step_and_oom::{parse_step_ascii, parse_step_line};
 use memprints_log::{Report, ReportBuilder};

@@ -26,15 +26,14 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use regex::Regex;
-use serde::Serialize;
 
-use super::parse::PipelineKind;
-use super::schema::{RankReport, Report, Run, SetupPhase};
+use crate::parse::PipelineKind;
+pub use crate::schema::{EstimateSection, RankEstimate};
+use crate::schema::{RankReport, Report, Run, SetupPhase};
 use memprints_estimate::compare::{MeasuredPrint, MeasuredSaved};
 use memprints_estimate::schedule::PrintPoint;
 use memprints_estimate::{
-    EstimatorOptions, LoggedConfig, Measured, Overrides, RankComparison, RunSettings, Tolerance,
-    compare, estimate,
+    EstimatorOptions, LoggedConfig, Measured, Overrides, RunSettings, Tolerance, compare, estimate,
 };
 
 /// How to run the estimator for `report --estimate`.
@@ -62,29 +61,6 @@ impl Default for EstimateOptions {
             overrides: Overrides::default(),
         }
     }
-}
-
-/// A run's `estimate` section.
-#[derive(Debug, Clone, Serialize)]
-pub struct EstimateSection {
-    /// The PithTrain tree whose estimator ran (or was looked for); `None` when none was found.
-    pub tree: Option<String>,
-    /// What the estimator was run with; `None` when the settings could not be made.
-    pub settings: Option<RunSettings>,
-    /// One comparison per profiled pp rank, by pp rank.
-    pub ranks: Vec<RankEstimate>,
-    /// Why there is no comparison, in one line; `None` when the estimator ran.
-    pub error: Option<String>,
-}
-
-/// One pp rank: the global rank whose prints stand for it, and the comparison.
-#[derive(Debug, Clone, Serialize)]
-pub struct RankEstimate {
-    /// The global rank whose prints were compared.
-    pub rank: u32,
-    /// Events, components, peak, verdict and notes.
-    #[serde(flatten)]
-    pub comparison: RankComparison,
 }
 
 /// Runs the estimator for every run of `report` and sets each run's `estimate`.
@@ -251,7 +227,7 @@ fn read_logs(report: &Report) -> BTreeMap<String, LogFacts> {
     let mut out = BTreeMap::new();
     for input in &report.inputs {
         let mut facts = LogFacts::default();
-        if let Ok(reader) = super::lines::open(Path::new(input)) {
+        if let Ok(reader) = crate::scan::inputs::open(Path::new(input)) {
             let mut reader = std::io::BufReader::new(reader);
             let mut line = Vec::new();
             while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {

@@ -1,42 +1,32 @@
 //! `memprints report`: read the logs of an instrumented PithTrain run and say where the memory
 //! went.
 //!
-//! The flow, one module each: [`inputs`] (which files, binary ones kept out) → [`lines`]
-//! (decompress, scan, cut prints at `[rank=`, fold step lines; [`chunked`] for one big file on
-//! all cores, [`many`] for many files at once, [`marks`] for print-dense regions) → [`parse`]
-//! (one print → one [`parse::Event`])
-//! and [`step_and_oom`] (PithTrain's step line, the CUDA OOM line) → [`builder`] (the fold into
-//! runs, [`runs`] telling launches apart, and per rank into the types of [`schema`]; [`saved`]
-//! gives saved tensors their exact bytes) → [`summary`] (peaks, the breakdown at the peak, the
-//! cross-rank imbalance) → [`joined`] (the prints beside PithTrain's step peaks and the memory
-//! snapshots) → [`estimate`] (PithTrain's estimator beside the prints, with `--estimate`) →
-//! [`render`] (text, markdown, JSON, HTML). [`run_report`] is the library entry
-//! point; the subcommand's arguments live in `crate::cli::report`.
+//! The layers, each knowing only those below it: [`schema`] (the model: plain data) ←
+//! [`parse`] and [`step_and_oom`] (one print or one line → what it says) ← [`scan`] (the
+//! engine: a [`scan::Scanner`] finds the lines worth reading and hands them to a
+//! [`scan::Sink`]) ← [`fold`] (the sink that folds them into runs and ranks) ← [`joined`] (the
+//! prints beside PithTrain's step peaks and the memory snapshots), [`estimate`] (PithTrain's
+//! estimator beside the prints, with `--estimate`). [`walk`] says which files an input names.
+//! [`run_report`] is the library entry point; rendering is `memprints-present`'s.
 
-pub mod builder;
-pub mod chunked;
+pub mod error;
 pub mod estimate;
-pub mod inputs;
+pub mod fold;
 pub mod joined;
-pub mod lines;
-pub mod many;
-pub mod mapped;
-pub mod marks;
 pub mod parse;
-pub mod passes;
-pub mod rank_map;
-pub mod runs;
-pub mod saved;
+pub mod scan;
 pub mod schema;
 pub mod step_and_oom;
-pub mod summary;
+pub mod walk;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-pub use builder::ReportBuilder;
+pub use error::ReportError;
+pub use fold::ReportBuilder;
 pub use schema::Report;
 
+use scan::{Input, Mode, Scanner, inputs, many, mapped};
 use schema::SkippedInput;
 
 /// What to report on.
@@ -51,35 +41,13 @@ pub struct ReportOptions {
     pub estimate: Option<estimate::EstimateOptions>,
 }
 
-/// Why a report could not be made. Each prints as one line naming the path.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// No input was given.
-    #[error("no log given: pass one or more log files or directories")]
-    NoInputs,
-    /// An input could not be opened, listed or read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file or directory.
-        path: PathBuf,
-        /// What the system said.
-        source: std::io::Error,
-    },
-    /// A directory holds no file with a log's name.
-    #[error("directory {dir} holds no log files")]
-    EmptyDirectory {
-        /// The directory.
-        dir: PathBuf,
-    },
-}
-
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
 /// stream cut into runs ([`runs`]; several files are scanned on all cores by [`many`] and folded
 /// in that order), then finds each run's memory snapshots ([`joined`]) and,
 /// when asked, runs PithTrain's estimator beside it ([`estimate`]). Binary files are skipped
 /// with a note, never scanned.
 pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, ReportError> {
-    let (files, mut skipped) = inputs::expand_inputs(inputs)?;
+    let (files, mut skipped) = walk::expand_inputs(inputs)?;
     let only =
         (!opts.ranks.is_empty()).then(|| opts.ranks.iter().copied().collect::<BTreeSet<_>>());
     let mut builder = ReportBuilder::new(only);
@@ -94,7 +62,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         let Some(collected) = outcome.map_err(read_err)? else {
             skipped.push(SkippedInput {
                 path: file.display().to_string(),
-                reason: inputs::binary_reason(file),
+                reason: walk::binary_reason(file),
             });
             return Ok(());
         };
@@ -106,46 +74,51 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         Ok(())
     };
     if let [file] = &files[..] {
-        // One file: folded as it is scanned; a big plain one by chunks on all cores, any other
-        // on two threads.
+        // One file: folded as it is scanned; a big plain one mapped, by chunks on all cores,
+        // any other streamed on two threads.
         let read_err = |source| ReportError::Read {
             path: file.clone(),
             source,
         };
-        // `None` for binary data, else the NUL bytes read around.
-        let scan =
-            |builder: &mut ReportBuilder| -> Result<Option<inputs::NulSkipped>, ReportError> {
-                if let Some(plain) = inputs::big_plain_file(file).map_err(read_err)? {
-                    let name = file.display().to_string();
-                    let map =
-                        std::sync::Arc::new(mapped::Mapped::new(&plain, &name).map_err(read_err)?);
-                    if !inputs::has_nul(map.bytes()) {
-                        builder.begin_mapped(0, std::sync::Arc::clone(&map));
-                        let counts = chunked::scan_map(&map, lines::Mode::FoldSteps, |item| {
-                            builder.item(item)
-                        })
-                        .map_err(read_err)?;
-                        builder.count_scan(counts);
-                        return Ok(Some(inputs::NulSkipped::default()));
-                    }
-                }
-                let Some((reader, nuls)) = inputs::open_text(file).map_err(read_err)? else {
-                    return Ok(None);
-                };
-                let counts = lines::scan(reader, lines::Mode::FoldSteps, |item| builder.item(item))
-                    .map_err(read_err)?;
-                builder.count_scan(counts);
-                Ok(Some(nuls.get()))
-            };
+        let name = file.display().to_string();
         builder.begin_source(0);
-        if let Some(nuls) = scan(&mut builder)? {
-            notes.extend(nuls.note(&file.display().to_string()));
-            read.push(file.display().to_string());
+        // A big plain file without NUL bytes is mapped and read by chunks on all cores; any
+        // other is streamed, its NUL runs read around ([`scan::inputs::open_text`]).
+        let mut mapped_clean = None;
+        if let Some(plain) = inputs::big_plain_file(file).map_err(read_err)? {
+            let map = mapped::Mapped::new(&plain, &name).map_err(read_err)?;
+            if !inputs::has_nul(map.bytes()) {
+                mapped_clean = Some(plain);
+            }
+        }
+        let scanned = if let Some(plain) = mapped_clean {
+            let input = Input::File(&plain, &name);
+            Some((
+                scan::Chunked.scan(input, Mode::FoldSteps, &mut builder),
+                inputs::NulSkipped::default(),
+            ))
         } else {
-            skipped.push(SkippedInput {
-                path: file.display().to_string(),
-                reason: inputs::binary_reason(file),
-            });
+            inputs::open_text(file)
+                .map_err(read_err)?
+                .map(|(mut reader, nuls)| {
+                    let counts = scan::Streamed.scan(
+                        Input::Reader(&mut reader),
+                        Mode::FoldSteps,
+                        &mut builder,
+                    );
+                    (counts, nuls.get())
+                })
+        };
+        match scanned {
+            Some((counts, nuls)) => {
+                builder.count_scan(counts.map_err(read_err)?);
+                notes.extend(nuls.note(&name));
+                read.push(name);
+            }
+            None => skipped.push(SkippedInput {
+                path: name,
+                reason: walk::binary_reason(file),
+            }),
         }
     } else {
         many::scan_files(&files, &mut fold)?;

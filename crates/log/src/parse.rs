@@ -10,6 +10,8 @@
 
 use std::str;
 
+use memchr::memmem;
+
 const GIB: i64 = 1 << 30;
 const MIB: i64 = 1 << 20;
 
@@ -188,6 +190,20 @@ pub struct Print<'a> {
     pub event: Event<'a>,
 }
 
+/// The tag that starts every memory print.
+pub const RANK_TAG: &[u8] = b"[rank=";
+/// PithTrain's rank-0 training step line: `... | INFO | step 00000001/00004096 | ...`.
+pub const STEP_NEEDLE: &[u8] = b"| step ";
+/// The message of `torch.OutOfMemoryError`.
+pub const OOM_NEEDLE: &[u8] = b"CUDA out of memory";
+
+/// The finder of [`RANK_TAG`], built once.
+pub fn rank_finder() -> &'static memmem::Finder<'static> {
+    static FINDER: std::sync::LazyLock<memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memmem::Finder::new(RANK_TAG));
+    &FINDER
+}
+
 /// Reads the rank of a print's `[rank=N` tag, if the digits are there.
 pub fn tag_rank(print: &[u8]) -> Option<u32> {
     let rest = print.strip_prefix(b"[rank=")?;
@@ -222,6 +238,81 @@ fn small_uint(s: &[u8]) -> Option<(u32, &[u8])> {
     }
     let (v, rest) = uint(s)?;
     Some((u32::try_from(v).ok()?, rest))
+}
+
+/// The rank of a detail print (an `_lmem` probe or a saved-tensor print: body indented, or a `layerN … saved tensors:` header; `fold::passes` keeps them raw until their pass is read), or `None` for any other print (those are
+/// parsed as they are read).
+pub fn detail_rank(print: &[u8]) -> Option<u32> {
+    match tag(print)? {
+        (rank, None, body) => is_detail_body(body).then_some(rank),
+        (_, Some(_), _) => None,
+    }
+}
+
+/// Whether the body of a print without a stage (after `[rank=R] `) is a detail print's.
+#[inline]
+pub fn is_detail_body(body: &[u8]) -> bool {
+    if body.starts_with(b"  ") {
+        return true;
+    }
+    let trailing = body
+        .iter()
+        .rev()
+        .take_while(|&&b| TRAILING.contains(&char::from(b)))
+        .count();
+    let body = &body[..body.len() - trailing];
+    body.starts_with(b"layer") && body.ends_with(b" saved tensors:")
+}
+
+/// Splits a line into memory prints, each starting with `[rank=` and running to the next tag
+/// or the end of the line. Text before the first tag is not part of any print.
+pub fn split_prints(line: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let finder = rank_finder();
+    let mut rest = finder.find(line).map(|p| &line[p..]);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        match finder.find(&current[1..]) {
+            Some(p) => {
+                rest = Some(&current[p + 1..]);
+                Some(&current[..p + 1])
+            }
+            None => {
+                rest = None;
+                Some(current)
+            }
+        }
+    })
+}
+
+/// Returns `line` without a trailing `\r` and without ANSI escape sequences (CSI `ESC [ … final`
+/// and two-byte `ESC x`). Borrows `line` when there is no escape byte, else writes into `scratch`.
+pub fn clean<'a>(line: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if memchr::memchr(0x1b, line).is_none() {
+        return line;
+    }
+    scratch.clear();
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] != 0x1b {
+            scratch.push(line[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if line.get(i) == Some(&b'[') {
+            i += 1;
+            // Parameter and intermediate bytes are 0x20..=0x3f; the final byte is 0x40..=0x7e.
+            while i < line.len() && (0x20..=0x3f).contains(&line[i]) {
+                i += 1;
+            }
+            i += 1;
+        } else {
+            i += 1;
+        }
+    }
+    let end = scratch.len() - scratch.ends_with(b"\r") as usize;
+    &scratch[..end]
 }
 
 /// Parses one print (starting at `[rank=`, ending before the next tag or the line end).

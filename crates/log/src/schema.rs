@@ -1,9 +1,9 @@
 //! The report's data: the types `memprints report --format json` serialises, as documented by
 //! `schema/report.schema.json`.
 //!
-//! Contract: these are plain data. [`super::builder`] fills them from the log, [`super::summary`]
-//! adds peaks, breakdowns and the cross-rank summary,, [`super::joined`] the one view of a run's
-//! memory and [`super::estimate`] PithTrain's estimator beside the prints; the renderers only
+//! Contract: these are plain data. the fold (`fold::builder`) fills them from the log, `fold::summary`
+//! adds peaks, breakdowns and the cross-rank summary, `joined` the one view of a run's
+//! memory and `estimate` PithTrain's estimator beside the prints; the renderers only
 //! read them. Sizes are bytes; a figure nobody measured is `None` (JSON `null`), never 0. Field
 //! order is the JSON's key order: a change here is a change of the schema, and bumps
 //! [`SCHEMA_VERSION`] when it is incompatible.
@@ -11,8 +11,9 @@
 use serde::Serialize;
 use serde::ser::SerializeStruct;
 
-use super::estimate::EstimateSection;
 use super::parse::PipelineKind;
+use memprints_estimate::compare::RankComparison;
+use memprints_estimate::settings::RunSettings;
 
 /// Bumped whenever the JSON changes incompatibly (2: one entry per run under `runs`; 3: a
 /// rank's detail holds the passes kept in detail, every pass is summarised under `passes`).
@@ -32,12 +33,12 @@ pub struct Report<R = RankReport> {
     pub skipped: Vec<SkippedInput>,
     /// How many lines and prints were read over all inputs, and how many did not parse.
     pub stats: Stats,
-    /// One entry per run (see [`super::runs`] for what makes a run), in the order they began.
+    /// One entry per run (see `fold::runs` for what makes a run), in the order they began.
     pub runs: Vec<Run<R>>,
     /// Notes for stderr about how inputs were read (NUL bytes read around), one line each; not
     /// part of the JSON.
     #[serde(skip)]
-    pub notes: Vec<super::inputs::InputNote>,
+    pub notes: Vec<crate::scan::inputs::InputNote>,
 }
 
 impl<R> Report<R> {
@@ -139,7 +140,7 @@ pub struct Stats {
     /// not read; absent when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub detail_prints_not_read: u64,
-    /// Lines longer than the 64 KiB kept of a line ([`super::lines::LINE_CAP`]); absent when 0.
+    /// Lines longer than the 64 KiB kept of a line (the scanner's `LINE_CAP`); absent when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub long_lines: u64,
     /// Bytes past the kept 64 KiB of those lines, not read; absent when 0.
@@ -333,7 +334,7 @@ pub struct Checkpoint {
 }
 
 /// One pipeline pass of a rank: its prints from one `Before pipeline` to the next (see
-/// [`super::passes`]). `None` where the pass printed no such figure.
+/// `fold::passes`). `None` where the pass printed no such figure.
 #[derive(Debug, Clone, Serialize)]
 pub struct PassSummary {
     /// The pass's number, from 0.
@@ -607,7 +608,7 @@ pub struct SnapshotFile {
 }
 
 /// One run's memory seen three ways: the step-0 prints, PithTrain's own per-step peak, and the
-/// step-0 memory snapshots (see [`super::joined`]).
+/// step-0 memory snapshots (see `joined`).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MemoryView {
     /// The highest pipeline print over all ranks.
@@ -716,4 +717,27 @@ pub enum PointSource {
     Layer,
     /// An experts-internals probe.
     Experts,
+}
+
+/// A run's `estimate` section.
+#[derive(Debug, Clone, Serialize)]
+pub struct EstimateSection {
+    /// The PithTrain tree whose estimator ran (or was looked for); `None` when none was found.
+    pub tree: Option<String>,
+    /// What the estimator was run with; `None` when the settings could not be made.
+    pub settings: Option<RunSettings>,
+    /// One comparison per profiled pp rank, by pp rank.
+    pub ranks: Vec<RankEstimate>,
+    /// Why there is no comparison, in one line; `None` when the estimator ran.
+    pub error: Option<String>,
+}
+
+/// One pp rank: the global rank whose prints stand for it, and the comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankEstimate {
+    /// The global rank whose prints were compared.
+    pub rank: u32,
+    /// Events, components, peak, verdict and notes.
+    #[serde(flatten)]
+    pub comparison: RankComparison,
 }

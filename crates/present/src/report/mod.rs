@@ -56,7 +56,7 @@ pub fn json(report: &Report) -> String {
 
 /// The stderr note for a log read around NUL bytes: `run.log: skipped 3.00 MiB of NUL bytes at
 /// offset 0 (a rotated or preallocated log)`.
-pub fn input_note(note: &memprints_log::inputs::InputNote) -> String {
+pub fn input_note(note: &memprints_log::scan::inputs::InputNote) -> String {
     let nuls = &note.nuls;
     let size = crate::numbers::bytes(nuls.bytes);
     let at = match nuls.runs {
@@ -71,7 +71,7 @@ pub fn input_note(note: &memprints_log::inputs::InputNote) -> String {
 
 #[cfg(test)]
 mod note_tests {
-    use memprints_log::inputs::NulSkipped;
+    use memprints_log::scan::inputs::NulSkipped;
 
     #[test]
     fn a_nul_note_says_how_much_and_where() {

@@ -18,37 +18,12 @@
 //!   whatever the number of steps logged. A run with memory profiling left on at every step
 //!   reports its steps in one line each instead of holding (and writing) every print.
 
-use super::mapped::Mapped;
-use super::parse::{Event, PipelineKind, TRAILING, parse_print, tag};
 use super::saved;
-use super::schema::{
+use crate::parse::{Event, PipelineKind, parse_print};
+use crate::schema::{
     ExpertProbe, GroupSizeFrom, LastPoint, LayerProbe, PassSummary, PipelineEntry, PointSource,
     SavedGroup, SavedTensor, SizeFrom,
 };
-
-/// The rank of a detail print (see the module doc), or `None` for any other print (those are
-/// parsed as they are read).
-pub fn detail_rank(print: &[u8]) -> Option<u32> {
-    match tag(print)? {
-        (rank, None, body) => is_detail_body(body).then_some(rank),
-        (_, Some(_), _) => None,
-    }
-}
-
-/// Whether the body of a print without a stage (after `[rank=R] `) is a detail print's.
-#[inline]
-pub fn is_detail_body(body: &[u8]) -> bool {
-    if body.starts_with(b"  ") {
-        return true;
-    }
-    let trailing = body
-        .iter()
-        .rev()
-        .take_while(|&&b| TRAILING.contains(&char::from(b)))
-        .count();
-    let body = &body[..body.len() - trailing];
-    body.starts_with(b"layer") && body.ends_with(b" saved tensors:")
-}
 
 /// A detail print of the pass being read: where its bytes are (in [`OpenPass::raw`], or in the
 /// mapped file being read), how many of the pass's pipeline prints came before it, and its
@@ -56,7 +31,7 @@ pub fn is_detail_body(body: &[u8]) -> bool {
 struct Deferred {
     /// In the map, or in `raw`.
     mapped: bool,
-    /// Its length: at most a line's [`super::lines::LINE_CAP`].
+    /// Its length: at most a line's [`crate::scan::LINE_CAP`].
     len: u32,
     pipeline_at: u32,
     start: usize,
@@ -116,7 +91,7 @@ impl Passes {
         &mut self,
         entry: PipelineEntry,
         unparsed: &mut Vec<Vec<u8>>,
-        map: Option<&Mapped>,
+        map: Option<&[u8]>,
     ) {
         if entry.kind == PipelineKind::BeforePipeline && !self.open.pipeline.is_empty() {
             self.end_open(unparsed, map);
@@ -150,7 +125,7 @@ impl Passes {
     }
 
     /// Ends the open pass: summarised, and parsed when it is pass 0 or the highest so far.
-    fn end_open(&mut self, unparsed: &mut Vec<Vec<u8>>, map: Option<&Mapped>) {
+    fn end_open(&mut self, unparsed: &mut Vec<Vec<u8>>, map: Option<&[u8]>) {
         let open = std::mem::take(&mut self.open);
         let next = open.index + 1;
         let peak = pass_peak(&open.pipeline).map(|e| e.allocated);
@@ -195,7 +170,7 @@ impl Passes {
         &mut self,
         open: OpenPass,
         unparsed: &mut Vec<Vec<u8>>,
-        map: Option<&Mapped>,
+        map: Option<&[u8]>,
     ) -> KeptPass {
         self.summaries.push(summary(&open, true));
         let mut kept = read_detail(open, map);
@@ -208,7 +183,7 @@ impl Passes {
     pub fn finish(
         mut self,
         unparsed: &mut Vec<Vec<u8>>,
-        map: Option<&Mapped>,
+        map: Option<&[u8]>,
     ) -> (Vec<KeptPass>, Vec<PassSummary>, u64) {
         let open = std::mem::take(&mut self.open);
         let last = (!open.pipeline.is_empty() || !open.deferred.is_empty())
@@ -250,7 +225,7 @@ fn summary(pass: &OpenPass, detail: bool) -> PassSummary {
 }
 
 /// Parses a kept pass's detail prints into its probes and saved tensors.
-fn read_detail(open: OpenPass, map: Option<&Mapped>) -> KeptPass {
+fn read_detail(open: OpenPass, map: Option<&[u8]>) -> KeptPass {
     let mut kept = KeptPass {
         index: open.index,
         ..KeptPass::default()
@@ -259,7 +234,7 @@ fn read_detail(open: OpenPass, map: Option<&Mapped>) -> KeptPass {
     for d in &open.deferred {
         let end = d.start + d.len as usize;
         let print = match (d.mapped, map) {
-            (true, Some(map)) => &map.bytes()[d.start..end],
+            (true, Some(map)) => &map[d.start..end],
             (true, None) => unreachable!("a print deferred by its place in a map comes with it"),
             (false, _) => &open.raw[d.start..end],
         };

@@ -1,100 +1,66 @@
-//! Reading log files: decompression, chunked scanning, and cutting out the lines worth parsing.
+//! The streamed engine: any [`Read`] scanned by 1 MiB chunks (the contract is the module's, see
+//! [`super`]).
 //!
-//! Contract:
-//! - [`open`] sniffs the first bytes of a file: gzip (`1f 8b`) and zstd (`28 b5 2f fd`) are
-//!   decompressed on the fly (concatenated gzip members included); anything else is read as is.
-//! - [`scan`] reads any [`Read`] in large chunks and calls the sink once for every *physical*
-//!   line that contains one of the [`NEEDLES`], in file order ([`Item::Line`]). The slice it
-//!   gets has no `\n`; a trailing `\r` (CRLF logs) is still there for the caller to strip. A
-//!   last line without a terminator (a log cut off mid-write) is passed like any other.
-//! - With [`Mode::FoldSteps`], PithTrain's step lines do not reach the sink one by one: every
-//!   stretch of ASCII step lines without an escape byte, between two lines that do reach it, is
-//!   read with [`step_and_oom::parse_step_ascii`] on the scanning thread and handed over as one
-//!   [`Item::Steps`] aggregate, in its place in file order. A line holding `| step ` that is
-//!   not a step line is dropped there, as the report would drop it. Other step lines (colour
-//!   escapes, non-ASCII bytes) reach the sink as lines.
-//! - **Bounded lines:** at most [`LINE_CAP`] bytes of any line are kept; needles past them are
-//!   not seen, and [`ScanCounts`] counts the lines that were cut and the bytes dropped. The
-//!   result does not depend on where chunks or reads happen to split the input.
 //! - Lines without a needle are only counted: the scan is memchr over whole chunks, the way grep
 //!   works (one `memchr3` pass for a rare byte of each needle, every probe checked), so its cost
 //!   barely depends on how much noise the log holds. Where those bytes turn out common the rest
 //!   of the region goes another way: where nearly every line holds a needle (memory profiling
 //!   left on at every step), one walk over the region's [`super::marks`] (line ends, `[`,
 //!   escape bytes, the step and OOM probe bytes, found 64 at a time) that also counts the lines;
-//!   else one memmem pass per needle.
-//! - [`scan`]: the calling thread reads and calls the sink; one scoped helper thread counts lines,
-//!   finds needles and folds step lines in the chunks already read, so the kernel's read copy
-//!   overlaps the scan (on a page-cached log the read is what grep spends its time on). The sink
-//!   therefore needs no `Send`, and neither does the reader. [`scan_serial`] does the same on the
-//!   calling thread alone, for callers that read many files on all cores.
+//!   else one memmem pass per needle. Step lines are read with
+//!   [`step_and_oom::parse_step_ascii`] on the scanning thread.
+//! - [`Streamed`] ([`scan`]): the calling thread reads and calls the sink; one scoped helper
+//!   thread counts lines, finds needles and folds step lines in the chunks already read, so the
+//!   kernel's read copy overlaps the scan (on a page-cached log the read is what grep spends its
+//!   time on). The sink therefore needs no `Send`, and neither does the reader. [`Serial`]
+//!   ([`scan_serial`]) does the same on the calling thread alone, for callers that read many
+//!   files on all cores.
+//! - The result does not depend on where chunks or reads happen to split the input.
 //! - Memory is a fixed ring of three chunk buffers (1 MiB each) passed back and forth between
 //!   the two threads, plus the start of a line carried from one chunk to the next (at most
 //!   [`LINE_CAP`] bytes): it does not grow with the input, whatever its lines.
-//! - [`split_prints`] cuts a line into memory prints: every `[rank=` tag starts one, and it runs
-//!   to the next tag or the end of the line, so two prints that ran together on one physical
-//!   line come apart. Text before the first tag (timestamps, `srun --label`/`torchrun --tee`
-//!   prefixes) is dropped.
-//! - [`clean`] removes ANSI escape sequences and the trailing `\r`, reusing a caller's buffer.
 
-use std::fs::File;
-use std::io::{self, BufReader, Read};
-use std::path::Path;
+use std::io::{self, Read};
 use std::sync::mpsc;
 use std::thread;
 
 use memchr::memmem;
 
-use super::marks;
-use super::parse::{self, PipelinePoint};
-use super::passes;
-use super::step_and_oom::{self, StepRun};
+use super::{
+    CHUNK, Input, Item, LINE_CAP, Mode, NEEDLES, Needles, OOM_BIT, OOM_NEEDLE, PreRead, RANK_BIT,
+    RANK_TAG, STEP_BIT, STEP_NEEDLE, ScanCounts, Scanner, Sink, marks, needles_in,
+};
+use crate::parse::{self, PipelinePoint, rank_finder};
+use crate::step_and_oom::{self, StepRun};
 
-/// The tag that starts every memory print.
-pub const RANK_TAG: &[u8] = b"[rank=";
-/// PithTrain's rank-0 training step line: `... | INFO | step 00000001/00004096 | ...`.
-pub const STEP_NEEDLE: &[u8] = b"| step ";
-/// The message of `torch.OutOfMemoryError`.
-pub const OOM_NEEDLE: &[u8] = b"CUDA out of memory";
-/// A line is handed to the sink when it contains any of these.
-pub const NEEDLES: [&[u8]; 3] = [RANK_TAG, STEP_NEEDLE, OOM_NEEDLE];
-/// The bit of [`STEP_NEEDLE`] in a [`Needles`] set.
-const STEP_BIT: Needles = 1 << 1;
-/// The bit of [`RANK_TAG`] in a [`Needles`] set.
-const RANK_BIT: Needles = 1;
-/// The bit of [`OOM_NEEDLE`] in a [`Needles`] set.
-const OOM_BIT: Needles = 1 << 2;
+/// [`scan`]: a ring of chunks read on the calling thread and scanned on a helper thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Streamed;
 
-/// The most bytes of one line that are kept; the rest of a longer line is counted and skipped.
-pub const LINE_CAP: usize = 64 * 1024;
-
-/// The size of one chunk read and scanned at a time.
-pub(super) const CHUNK: usize = 1 << 20;
-
-/// Opens `path`, decompressing gzip or zstd when the magic bytes say so.
-pub fn open(path: &Path) -> io::Result<Box<dyn Read>> {
-    memprints_snapshot::compressed::decompressed(BufReader::with_capacity(
-        64 * 1024,
-        File::open(path)?,
-    ))
+impl Scanner for Streamed {
+    fn scan(
+        &self,
+        mut input: Input<'_>,
+        mode: Mode,
+        sink: &mut dyn Sink,
+    ) -> io::Result<ScanCounts> {
+        scan(input.reader(), mode, |item| sink.item(item))
+    }
 }
 
-/// Bit `k` of a [`Needles`] set says the line holds `NEEDLES[k]`.
-pub type Needles = u8;
+/// [`scan_serial`]: one chunk at a time on the calling thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Serial;
 
-/// What the sink of [`scan`] gets, in file order.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Item<'a> {
-    /// A line holding the needles of the set (at most its first [`LINE_CAP`] bytes).
-    Line(&'a [u8], Needles),
-    /// Consecutive step lines, folded ([`Mode::FoldSteps`] only).
-    Steps(&'a StepRun),
-    /// A line that is one memory print and nothing else of note, read on the scanning thread
-    /// ([`Mode::FoldSteps`] only; see [`pre_read`]).
-    Print(PreRead<'a>),
-    /// The prints of one rank in a chunk whose every hit is an [`Item::Print`], in file order
-    /// (see [`RankGroup`]).
-    Group(RankGroup<'a>),
+impl Scanner for Serial {
+    fn scan(
+        &self,
+        mut input: Input<'_>,
+        mode: Mode,
+        sink: &mut dyn Sink,
+    ) -> io::Result<ScanCounts> {
+        scan_serial(input.reader(), mode, |item| sink.item(item))
+    }
 }
 
 /// The [`Item::Print`]s of one rank in a chunk that holds nothing else: a chunk where every line
@@ -139,46 +105,6 @@ impl<'a> RankGroup<'a> {
             Hit::Pipeline { rank, pp, k } => Some(PreRead::Pipeline(rank, pp, points[k as usize])),
             Hit::Line { .. } | Hit::Steps(_) => None,
         })
-    }
-}
-
-/// What the scanning thread read of a print line ([`pre_read`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum PreRead<'a> {
-    /// A detail print of `rank` ([`passes::detail_rank`]), from its tag to the line's end,
-    /// and its offset in the file when the file is mapped ([`super::chunked::scan_map`]).
-    Detail(u32, &'a [u8], Option<usize>),
-    /// A pipeline print, parsed.
-    Pipeline(u32, u32, PipelinePoint),
-}
-
-/// Whether step lines and prints reach the sink as lines or read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Every line holding a needle is an [`Item::Line`].
-    EveryLine,
-    /// Step lines the scanner can read itself come as [`Item::Steps`], and plain print lines
-    /// as [`Item::Print`].
-    FoldSteps,
-}
-
-/// What a scan counted besides the lines it handed over.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ScanCounts {
-    /// Lines read (a cut-off last line counts as one).
-    pub lines: u64,
-    /// Lines longer than [`LINE_CAP`], cut to it.
-    pub long_lines: u64,
-    /// Bytes dropped from those lines.
-    pub cut_bytes: u64,
-}
-
-impl ScanCounts {
-    /// Adds `other`'s counts.
-    pub fn add(&mut self, other: ScanCounts) {
-        self.lines += other.lines;
-        self.long_lines += other.long_lines;
-        self.cut_bytes += other.cut_bytes;
     }
 }
 
@@ -699,31 +625,10 @@ fn pre_read_print(line: &[u8], at: usize) -> Option<PreRead<'_>> {
 fn read_print(print: &[u8]) -> Option<PreRead<'_>> {
     match parse::tag(print)? {
         (rank, None, body) => {
-            passes::is_detail_body(body).then_some(PreRead::Detail(rank, print, None))
+            parse::is_detail_body(body).then_some(PreRead::Detail(rank, print, None))
         }
         (rank, Some(pp), body) => Some(PreRead::Pipeline(rank, pp, parse::pipeline_body(body)?)),
     }
-}
-
-/// The finder of [`RANK_TAG`], built once.
-fn rank_finder() -> &'static memmem::Finder<'static> {
-    static FINDER: std::sync::LazyLock<memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memmem::Finder::new(RANK_TAG));
-    &FINDER
-}
-
-/// The needles `raw` (one physical line, as read) holds: what the scanner finds in it, so a
-/// needle that only ANSI stripping would make (`[ran\x1b[0mk=`) is none.
-pub fn needles(raw: &[u8]) -> Needles {
-    let finders = NEEDLES.map(memmem::Finder::new);
-    needles_in(raw, &finders)
-}
-
-/// The needles `line` holds.
-fn needles_in(line: &[u8], finders: &[memmem::Finder<'_>; 3]) -> Needles {
-    (0..NEEDLES.len())
-        .filter(|&k| finders[k].find(line).is_some())
-        .fold(0, |set, k| set | 1 << k)
 }
 
 /// The lines of `region` (which starts at a line start) longer than [`LINE_CAP`], and the bytes
@@ -929,60 +834,11 @@ impl LineSeen {
     }
 }
 
-/// Splits a line into memory prints, each starting with `[rank=` and running to the next tag
-/// or the end of the line. Text before the first tag is not part of any print.
-pub fn split_prints(line: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let finder = rank_finder();
-    let mut rest = finder.find(line).map(|p| &line[p..]);
-    std::iter::from_fn(move || {
-        let current = rest?;
-        match finder.find(&current[1..]) {
-            Some(p) => {
-                rest = Some(&current[p + 1..]);
-                Some(&current[..p + 1])
-            }
-            None => {
-                rest = None;
-                Some(current)
-            }
-        }
-    })
-}
-
-/// Returns `line` without a trailing `\r` and without ANSI escape sequences (CSI `ESC [ … final`
-/// and two-byte `ESC x`). Borrows `line` when there is no escape byte, else writes into `scratch`.
-pub fn clean<'a>(line: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    if memchr::memchr(0x1b, line).is_none() {
-        return line;
-    }
-    scratch.clear();
-    let mut i = 0;
-    while i < line.len() {
-        if line[i] != 0x1b {
-            scratch.push(line[i]);
-            i += 1;
-            continue;
-        }
-        i += 1;
-        if line.get(i) == Some(&b'[') {
-            i += 1;
-            // Parameter and intermediate bytes are 0x20..=0x3f; the final byte is 0x40..=0x7e.
-            while i < line.len() && (0x20..=0x3f).contains(&line[i]) {
-                i += 1;
-            }
-            i += 1;
-        } else {
-            i += 1;
-        }
-    }
-    let end = scratch.len() - scratch.ends_with(b"\r") as usize;
-    &scratch[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::{clean, split_prints};
+    use crate::scan::inputs::open;
 
     /// [`scan`] with every needle line handed over, as `(line, needles)`; returns the lines read.
     fn scan_lines<R: Read>(reader: R, mut sink: impl FnMut(&[u8], Needles)) -> io::Result<u64> {

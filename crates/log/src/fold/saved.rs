@@ -10,7 +10,7 @@
 //!   when each is exact and the summary agrees with it (same count, and each sum within the
 //!   0.05 MiB the summary's rounding allows); else the summary's rounded MB.
 
-use super::schema::{GroupSizeFrom, SavedGroup, SizeFrom};
+use crate::schema::{GroupSizeFrom, SavedGroup, SizeFrom};
 
 const MIB: i64 = 1 << 20;
 /// How far the bytes read back from a figure printed as MB with one decimal can be from the

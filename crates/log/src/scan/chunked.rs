@@ -6,7 +6,7 @@
 //! start (the end of a line the previous chunk owns) and runs past its end to the end of its
 //! last line. Every line is owned by exactly one chunk, so the line counts, the long lines
 //! (cut to [`super::lines::LINE_CAP`] by the scan), the needle lines and the folded step lines of the chunks,
-//! handed to the sink in chunk order by [`many::ordered`], are those of one scan of the whole
+//! handed to the sink in chunk order by [`ordered::ordered`], are those of one scan of the whole
 //! file. At most two chunks per worker wait to be folded; each holds only its hits, and the
 //! pages of a folded chunk are released ([`Mapped::release`]), so the resident size stays a few
 //! chunks whatever the file's size.
@@ -21,12 +21,30 @@ use std::io;
 
 use memchr::memmem;
 
-use super::lines::{CHUNK, Found, Item, LINE_CAP, Mode, NEEDLES, ScanCounts};
-use super::many;
+use super::lines::Found;
 use super::mapped::Mapped;
+use super::{CHUNK, Input, Item, LINE_CAP, Mode, NEEDLES, ScanCounts, Scanner, Sink, ordered};
 
 /// Files smaller than this are read in one stream: threads would not pay for themselves.
 pub const MIN_SIZE: u64 = 16 * CHUNK as u64;
+
+/// [`scan_map`] of a plain file ([`Input::File`]), mapped; the sink gets the map
+/// ([`Sink::backing`]), which detail prints point into. A stream ([`Input::Reader`]) is scanned
+/// by [`super::Streamed`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Chunked;
+
+impl Scanner for Chunked {
+    fn scan(&self, input: Input<'_>, mode: Mode, sink: &mut dyn Sink) -> io::Result<ScanCounts> {
+        let (file, name) = match input {
+            Input::File(file, name) => (file, name),
+            reader @ Input::Reader(_) => return super::Streamed.scan(reader, mode, sink),
+        };
+        let map = std::sync::Arc::new(Mapped::new(file, name)?);
+        sink.backing(map.clone());
+        scan_map(&map, mode, |item| sink.item(item))
+    }
+}
 
 /// Scans `file` (named `name` in the message of a bus error) on all cores and calls `sink`
 /// with what [`lines::scan`] would hand it, in file order, on the calling thread.
@@ -56,7 +74,7 @@ pub fn scan_map(
     // clear per page of hits.
     let spare = std::sync::Mutex::new(Vec::<Found>::new());
     let take = || spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
-    many::ordered(
+    ordered::ordered(
         chunks,
         workers,
         2,
@@ -151,7 +169,7 @@ fn scan_chunk(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lines;
+    use crate::scan::lines;
     use std::io::Write;
 
     /// What `lines::scan` hands over and counts, as owned values.

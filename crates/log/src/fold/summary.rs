@@ -19,8 +19,8 @@
 
 use std::collections::BTreeMap;
 
-use super::parse::PipelineKind;
-use super::schema::{
+use crate::parse::PipelineKind;
+use crate::schema::{
     Breakdown, Imbalance, NonPytorchGrowth, Peak, PipelineEntry, RankPeak, RankReport, StagePeak,
     Summary,
 };

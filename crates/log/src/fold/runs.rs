@@ -25,7 +25,7 @@
 
 use std::collections::BTreeSet;
 
-use super::parse::Event;
+use crate::parse::Event;
 
 /// What one rank has printed in the current run, as far as telling launches apart goes.
 #[derive(Debug, Clone, Copy, Default)]

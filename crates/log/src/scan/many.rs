@@ -3,24 +3,21 @@
 //! reading of the files one after another gives.
 //!
 //! Contract: [`scan_files`] opens every file with [`super::inputs::open_text`] and scans it with
-//! [`lines::scan_serial`] ([`lines::Mode::FoldSteps`]) on one of `available_parallelism` worker
+//! [`lines::scan_serial`] ([`Mode::FoldSteps`]) on one of `available_parallelism` worker
 //! threads, keeping the lines it hands over (and its step aggregates) in a [`Collected`]. The
 //! calling thread gets each file's outcome through `fold`, strictly in input order. Memory is
 //! bounded: a worker does not start a file more than [`AHEAD`] per worker past the first one
 //! not yet folded, so at most that many collections wait at once, whatever the number of files.
 //! The first error `fold` returns stops the workers (files being scanned are finished) and is
-//! returned. [`ordered`] is that machinery for any work, also used for the chunks of one big
-//! file ([`super::chunked`]).
+//! returned. The machinery is [`super::ordered`].
 
-use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
-use std::sync::{Condvar, Mutex, mpsc};
 
 use super::inputs;
-use super::lines::{self, Item, Needles, PreRead, ScanCounts};
-use super::parse::PipelinePoint;
-use super::step_and_oom::StepRun;
+use super::{Item, Mode, Needles, PreRead, ScanCounts, lines};
+use crate::parse::PipelinePoint;
+use crate::step_and_oom::StepRun;
 
 /// How many files per worker may be scanned ahead of the one being folded.
 pub const AHEAD: usize = 2;
@@ -125,8 +122,7 @@ fn scan_one(path: &std::path::Path) -> Scanned {
         launches,
         ..Collected::default()
     };
-    collected.counts =
-        lines::scan_serial(reader, lines::Mode::FoldSteps, |item| collected.keep(item))?;
+    collected.counts = lines::scan_serial(reader, Mode::FoldSteps, |item| collected.keep(item))?;
     collected.nuls = nuls.get();
     Ok(Some(collected))
 }
@@ -138,87 +134,7 @@ pub fn scan_files<E>(
     fold: impl FnMut(usize, Scanned) -> Result<(), E>,
 ) -> Result<(), E> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    ordered(files.len(), workers, AHEAD, |i| scan_one(&files[i]), fold)
-}
-
-/// Which item the workers take next, how far the folding got, and whether to stop.
-struct Queue {
-    next: usize,
-    folded: usize,
-    stop: bool,
-}
-
-/// Runs `work(i)` for every `i` in `0..count` on up to `workers` threads and calls
-/// `fold(i, result)` on the calling thread strictly in order of `i`. A worker does not start an
-/// item more than `ahead` per worker past the first one not yet folded, so at most that many
-/// results wait at once. The first error of `fold` stops the workers (items being worked on
-/// are finished) and is returned.
-pub fn ordered<T: Send, E>(
-    count: usize,
-    workers: usize,
-    ahead: usize,
-    work: impl Fn(usize) -> T + Sync,
-    mut fold: impl FnMut(usize, T) -> Result<(), E>,
-) -> Result<(), E> {
-    let workers = workers.min(count).max(1);
-    let window = workers * ahead.max(1);
-    let queue = Mutex::new(Queue {
-        next: 0,
-        folded: 0,
-        stop: false,
-    });
-    let turn = Condvar::new();
-    let (tx, rx) = mpsc::channel::<(usize, T)>();
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            let tx = tx.clone();
-            let (queue, turn, work) = (&queue, &turn, &work);
-            scope.spawn(move || {
-                loop {
-                    let index = {
-                        let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
-                        while !q.stop && q.next < count && q.next >= q.folded + window {
-                            q = turn.wait(q).unwrap_or_else(|e| e.into_inner());
-                        }
-                        if q.stop || q.next >= count {
-                            return;
-                        }
-                        q.next += 1;
-                        q.next - 1
-                    };
-                    if tx.send((index, work(index))).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        let result = (|| {
-            let mut waiting = BTreeMap::new();
-            for done in 0..count {
-                let outcome = loop {
-                    if let Some(outcome) = waiting.remove(&done) {
-                        break outcome;
-                    }
-                    // Workers return only after handing over every item or after a stop, which
-                    // ends this loop first; a worker that panicked re-raises at the scope's end.
-                    let Ok((index, outcome)) = rx.recv() else {
-                        return Ok(());
-                    };
-                    waiting.insert(index, outcome);
-                };
-                fold(done, outcome)?;
-                queue.lock().unwrap_or_else(|e| e.into_inner()).folded = done + 1;
-                turn.notify_all();
-            }
-            Ok(())
-        })();
-        if result.is_err() {
-            queue.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
-            turn.notify_all();
-        }
-        result
-    })
+    super::ordered::ordered(files.len(), workers, AHEAD, |i| scan_one(&files[i]), fold)
 }
 
 #[cfg(test)]

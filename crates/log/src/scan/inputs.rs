@@ -1,74 +1,33 @@
-//! Which files `report` reads, and the check that keeps binary files out of the line scanner.
+//! Opening a log for a scanner, and the check that keeps binary files out of it.
 //!
 //! Contract:
-//! - [`expand_inputs`]: a file is taken as given; a directory contributes its regular,
-//!   non-hidden files with a log's name (`.log`, `.txt`, `.out`, `.err`, also `.gz`/`.zst`) in
-//!   name order, and lists every other file in it as skipped, saying why (memory snapshots by
-//!   name, anything else as not a log).
-//! - [`open_text`]: opens a file through [`super::lines::open`] (so compressed logs are read
-//!   decompressed), with every NUL byte left out of what it reads ([`NulSkipped`] counts them):
-//!   a log rotated by `copytruncate` starts with a run of them, a preallocated one ends with
-//!   one, and both are read around. It returns `None` for binary data: within the first
-//!   [`SNIFF_BYTES`] bytes that are not NUL, a NUL run that starts inside a line (neither at
-//!   the file's start nor after a newline) and is followed by more bytes, or NUL bytes and a
-//!   control byte no log holds. Every pickle and archive has one or the other; no log does.
-//!   The bytes read to decide are handed back in front of the rest.
-//! - [`big_plain_file`] hands out big plain files; they are read mapped and by chunks only when
-//!   [`has_nul`] finds no NUL byte anywhere in them, else through [`open_text`], so the mapped
-//!   and chunked reading never meets one and every reader agrees.
+//! - [`open`] sniffs the first bytes of a file: gzip (`1f 8b`) and zstd (`28 b5 2f fd`) are
+//!   decompressed on the fly (concatenated gzip members included); anything else is read as is.
+//! - [`open_text`]: opens a file through [`open`], with every NUL byte left out of what it
+//!   reads ([`NulSkipped`] counts them): a log rotated by `copytruncate` starts with a run of
+//!   them, a preallocated one ends with one, and both are read around. It returns `None` for
+//!   binary data: within the first [`SNIFF_BYTES`] bytes that are not NUL, a NUL run that
+//!   starts inside a line (neither at the file's start nor after a newline) and is followed by
+//!   more bytes, or NUL bytes and a control byte no log holds. Every pickle and archive has one
+//!   or the other; no log does. The bytes read to decide are handed back in front of the rest.
+//! - [`big_plain_file`]: a file worth mapping and scanning by chunks ([`super::Chunked`]); it
+//!   is read so only when [`has_nul`] finds no NUL byte anywhere in it, else through
+//!   [`open_text`], so the mapped and chunked reading never meets one and every reader agrees.
 
-use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-use super::ReportError;
-use super::schema::SkippedInput;
 
 /// How much of a file's decompressed start is checked for a NUL byte.
 pub const SNIFF_BYTES: usize = 8192;
 
-/// The files to read, and the files of a directory that are not read.
-pub fn expand_inputs(inputs: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<SkippedInput>), ReportError> {
-    if inputs.is_empty() {
-        return Err(ReportError::NoInputs);
-    }
-    let mut files = Vec::new();
-    let mut skipped = Vec::new();
-    for input in inputs {
-        let read_err = |source| ReportError::Read {
-            path: input.clone(),
-            source,
-        };
-        let meta = std::fs::metadata(input).map_err(read_err)?;
-        if !meta.is_dir() {
-            files.push(input.clone());
-            continue;
-        }
-        let mut found: Vec<PathBuf> = std::fs::read_dir(input)
-            .map_err(read_err)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.is_file() && !is_hidden(p))
-            .collect();
-        found.sort();
-        let (logs, others): (Vec<PathBuf>, Vec<PathBuf>) =
-            found.into_iter().partition(|p| is_log_name(p));
-        if logs.is_empty() {
-            return Err(ReportError::EmptyDirectory { dir: input.clone() });
-        }
-        files.extend(logs);
-        skipped.extend(others.iter().map(|p| SkippedInput {
-            path: p.display().to_string(),
-            reason: if is_snapshot_name(p) {
-                "a memory snapshot, not a log (read through the log's `Memory snapshot saved \
-                 to` line, or pass it with --snapshots)"
-                    .to_owned()
-            } else {
-                "not a log by its name".to_owned()
-            },
-        }));
-    }
-    Ok((files, skipped))
+/// Opens `path`, decompressing gzip or zstd when the magic bytes say so.
+pub fn open(path: &Path) -> io::Result<Box<dyn Read>> {
+    memprints_snapshot::compressed::decompressed(BufReader::with_capacity(
+        64 * 1024,
+        File::open(path)?,
+    ))
 }
 
 /// `path` opened for the line scanner, or `None` when it holds binary data; with the count of
@@ -93,7 +52,7 @@ pub type TextHead = (Box<dyn Read>, bool, NulCount);
 pub fn open_text_head(path: &Path) -> io::Result<Option<TextHead>> {
     let nuls = NulCount::default();
     let mut reader = SkipNul {
-        inner: super::lines::open(path)?,
+        inner: open(path)?,
         seen: 0,
         after_newline: true,
         in_run: false,
@@ -276,70 +235,9 @@ pub fn has_nul(bytes: &[u8]) -> bool {
     })
 }
 
-/// Why a binary file named on the command line is not read.
-pub fn binary_reason(path: &Path) -> String {
-    if is_snapshot_name(path) {
-        "a memory snapshot, not a log: pass it with --snapshots".to_owned()
-    } else {
-        "binary data, not a log".to_owned()
-    }
-}
-
-/// A name without its compression suffix.
-fn bare_name(path: &Path) -> &str {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name.strip_suffix(".gz")
-        .or_else(|| name.strip_suffix(".zst"))
-        .unwrap_or(name)
-}
-
-/// Files a folder contributes: logs (`.log`, `.txt`, `.out`, `.err`), also gzip'd or zstd'd.
-fn is_log_name(path: &Path) -> bool {
-    let bare = bare_name(path);
-    [".log", ".txt", ".out", ".err"]
-        .iter()
-        .any(|ext| bare.ends_with(ext))
-}
-
-fn is_snapshot_name(path: &Path) -> bool {
-    let bare = bare_name(path);
-    bare.ends_with(".pickle") || bare.ends_with(".pkl")
-}
-
-fn is_hidden(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with('.'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_directory_expands_to_its_visible_logs_and_names_the_rest() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("sub")).unwrap();
-        for name in ["b.log", "a.log", ".hidden", "snap.pickle.gz", "notes.md"] {
-            std::fs::write(dir.path().join(name), "[rank=0] x\n").unwrap();
-        }
-        let (files, skipped) = expand_inputs(&[dir.path().to_path_buf()]).unwrap();
-        assert_eq!(files, [dir.path().join("a.log"), dir.path().join("b.log")]);
-        let skipped: Vec<(String, bool)> = skipped
-            .iter()
-            .map(|s| (s.path.clone(), s.reason.starts_with("a memory snapshot")))
-            .collect();
-        assert_eq!(
-            skipped,
-            [
-                (dir.path().join("notes.md").display().to_string(), false),
-                (
-                    dir.path().join("snap.pickle.gz").display().to_string(),
-                    true
-                ),
-            ]
-        );
-    }
 
     #[test]
     fn binary_data_is_not_opened_as_text_even_compressed() {

@@ -1,8 +1,9 @@
 //! A read-only memory map of a log file: its bytes without copying them out of the page cache.
 //!
 //! Contract: [`Mapped::new`] maps a whole regular file (`MAP_PRIVATE`, read-only, read-ahead
-//! asked for sequential use) and [`Mapped::bytes`] is the file as it was when mapped; the map
-//! goes with the value. An empty file needs no map.
+//! asked for sequential use) through `memmap2` and [`Mapped::bytes`] is the file as it was when
+//! mapped; the map goes with the value. [`Mapped::release`] and [`Mapped::populate`] are
+//! `madvise` over whole pages (`MADV_DONTNEED`, `MADV_POPULATE_READ`).
 //!
 //! A file that shrinks while it is mapped turns the next access past its new end into SIGBUS.
 //! Before the first map a handler is installed for it that writes one line naming the file
@@ -12,21 +13,15 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::Once;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
+use memmap2::{Advice, Mmap, UncheckedAdvice};
+
 /// A file's bytes, mapped read-only.
 pub struct Mapped {
-    ptr: *mut libc::c_void,
-    len: usize,
+    map: Mmap,
 }
-
-// SAFETY: the map is read-only and owned by the value: sharing `&[u8]` views of it between
-// threads is what a `Vec<u8>` allows too.
-unsafe impl Send for Mapped {}
-// SAFETY: as above.
-unsafe impl Sync for Mapped {}
 
 /// The line the SIGBUS handler writes: set before each map, read by the handler.
 static MESSAGE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
@@ -35,13 +30,6 @@ static MESSAGE_LEN: AtomicUsize = AtomicUsize::new(0);
 impl Mapped {
     /// Maps `file`, whose path `name` goes into the message of a bus error.
     pub fn new(file: &File, name: &str) -> io::Result<Mapped> {
-        let len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
-        if len == 0 {
-            return Ok(Mapped {
-                ptr: std::ptr::null_mut(),
-                len: 0,
-            });
-        }
         install_sigbus_handler();
         let message: &'static [u8] = Box::leak(
             format!("memprints: cannot read {name}: the file shrank while it was being read\n")
@@ -51,26 +39,16 @@ impl Mapped {
         MESSAGE_LEN.store(0, Ordering::SeqCst);
         MESSAGE.store(message.as_ptr().cast_mut(), Ordering::SeqCst);
         MESSAGE_LEN.store(message.len(), Ordering::SeqCst);
-        // SAFETY: a fresh read-only private mapping of an open file; the kernel picks the
-        // address; failure is checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+        // SAFETY: a read-only private map of an open file. Another process may still shrink
+        // the file: the next access past its new end is a SIGBUS, which the handler installed
+        // above turns into one line and exit status 1 (see the module doc); nothing reads
+        // garbage.
+        let map = unsafe { memmap2::MmapOptions::new().map(file)? };
+        if !map.is_empty() {
+            // The advice is only a hint.
+            let _ = map.advise(Advice::Sequential);
         }
-        // SAFETY: `ptr..ptr+len` is the mapping just made. The advice is only a hint.
-        unsafe {
-            libc::madvise(ptr, len, libc::MADV_SEQUENTIAL);
-        }
-        Ok(Mapped { ptr, len })
+        Ok(Mapped { map })
     }
 
     /// Lets the kernel drop the pages of `range` from this process (they stay in the page
@@ -80,61 +58,48 @@ impl Mapped {
     pub fn release(&self, range: std::ops::Range<usize>) {
         // Whole pages only: the start rounded up, the end down (the file's end counts whole).
         let page = page_size();
+        let len = self.map.len();
         let start = range.start.div_ceil(page) * page;
-        let end = if range.end >= self.len {
-            self.len
+        let end = if range.end >= len {
+            len
         } else {
             range.end / page * page
         };
-        // SAFETY: the mapping is private and never written, so its pages come back from the
-        // file unchanged if touched again: dropping them changes no byte that `bytes` shows.
-        unsafe { self.advise(start..end, libc::MADV_DONTNEED) }
+        if start >= end {
+            return;
+        }
+        // SAFETY: the map is private and never written, so its pages come back from the file
+        // unchanged if touched again: dropping them changes no byte that `bytes` shows. The
+        // result is ignored: the advice only changes what stays resident.
+        let _ = unsafe {
+            self.map
+                .unchecked_advise_range(UncheckedAdvice::DontNeed, start, end - start)
+        };
     }
 
     /// Asks the kernel to map the pages of `range` now, in one call, rather than one fault at a
     /// time as the scan touches them (`MADV_POPULATE_READ`, Linux 5.14; on an older kernel, or
     /// when it fails, the pages simply fault in as before). Never changes [`Self::bytes`].
     pub fn populate(&self, range: std::ops::Range<usize>) {
-        // Not in every libc release yet; the value is the kernel's ABI.
-        const MADV_POPULATE_READ: libc::c_int = 22;
-        let page = page_size();
-        let start = range.start / page * page;
-        // SAFETY: populating only reads the file's pages in; it changes no byte of the
-        // private, read-only mapping. A failure (an old kernel, a file that shrank) is an error
-        // return, never a signal.
-        unsafe { self.advise(start..range.end, MADV_POPULATE_READ) }
-    }
-
-    /// `madvise(advice)` over `range` (cut to the mapping; nothing when empty). Its result is
-    /// ignored: every advice given here only changes what stays or becomes resident.
-    ///
-    /// # Safety
-    /// `range.start` must be a page boundary, and `advice` must not change the bytes
-    /// [`Self::bytes`] shows.
-    unsafe fn advise(&self, range: std::ops::Range<usize>, advice: libc::c_int) {
-        let end = range.end.min(self.len);
+        let end = range.end.min(self.map.len());
         if range.start >= end {
             return;
         }
-        // SAFETY: the range lies inside the mapping and starts on a page (the caller's
-        // contract); the advice changes no byte (likewise).
-        unsafe {
-            libc::madvise(
-                self.ptr.cast::<u8>().add(range.start).cast(),
-                end - range.start,
-                advice,
-            );
-        }
+        // A failure (an old kernel, a file that shrank) is an error return, never a signal.
+        let _ = self
+            .map
+            .advise_range(Advice::PopulateRead, range.start, end - range.start);
     }
 
     /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
-        if self.len == 0 {
-            return &[];
-        }
-        // SAFETY: the mapping is `len` readable bytes and lives as long as `self`; nothing
-        // writes to it (read-only, private).
-        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+        &self.map
+    }
+}
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
     }
 }
 
@@ -144,17 +109,6 @@ fn page_size() -> usize {
     usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
         .unwrap_or(4096)
         .max(1)
-}
-
-impl Drop for Mapped {
-    fn drop(&mut self) {
-        if self.len > 0 {
-            // SAFETY: unmaps exactly the mapping `new` made; no view outlives `self`.
-            unsafe {
-                libc::munmap(self.ptr, self.len);
-            }
-        }
-    }
 }
 
 fn install_sigbus_handler() {

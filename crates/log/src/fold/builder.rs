@@ -1,35 +1,35 @@
 //! The per-rank fold: physical log lines in, one [`Report`] out.
 //!
-//! Contract: [`ReportBuilder::line`] takes physical lines in file order (as [`super::lines`]
+//! Contract: [`ReportBuilder::line`] takes physical lines in file order (as [`crate::scan`]
 //! hands them over) and never fails: a print that matches no format is counted in
 //! `unparsed_memory_lines` (globally and, when its tag has a readable rank, on that rank) and
 //! skipped. Every `[rank=` tag counts once in `memory_lines`. Each rank's prints are folded in
 //! log order into its [`RankReport`]: changes against the previous print of the same kind (for
 //! probes, the previous probe in the same pipeline operation), probes attached to the pipeline
 //! operation they ran in, saved-tensor groups closed by their summary line, the last memory
-//! figure. Step and OOM lines ([`super::step_and_oom`]) are aggregated over the whole run, not
+//! figure. Step and OOM lines ([`crate::step_and_oom`]) are aggregated over the whole run, not
 //! per rank. The builder keeps one compact entry per recognised print, so its
 //! memory grows with the number of prints, never with the noise around them.
 //! [`ReportBuilder::finish`] hands the ranks to [`super::summary`] for peaks, breakdowns and the
 //! cross-rank summary.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
-use super::lines::{self, Item, Needles, PreRead, ScanCounts};
-use super::mapped::Mapped;
+use crate::parse::{clean, split_prints};
+use crate::scan::{self as lines, Backing, Item, Needles, PreRead, ScanCounts, Sink};
 use rayon::prelude::*;
 
-use super::parse::{Detail, Event, PipelinePoint, Print, parse_print, tag_rank};
-use super::passes::{self, Passes, last_point};
+use super::passes::{Passes, last_point};
 use super::rank_map::RankMap;
 use super::runs::{self, RankProgress};
-use super::schema::{
+use super::summary;
+use crate::joined;
+use crate::parse::{Detail, Event, PipelinePoint, Print, parse_print, tag_rank};
+use crate::schema::{
     Checkpoint, LastPoint, Oom, PipelineEntry, PointSource, RankReport, Report, Run, RunStats,
     SCHEMA_VERSION, SetupEntry, SetupPhase, SnapshotFile, Stats, Training,
 };
-use super::step_and_oom::{StepRun, parse_oom_line, parse_step_line};
-use super::{joined, summary};
+use crate::step_and_oom::{StepRun, parse_oom_line, parse_step_line};
 
 /// Unparsed prints kept as examples in [`Stats::unparsed_examples`].
 const UNPARSED_EXAMPLES: usize = 5;
@@ -94,7 +94,7 @@ pub struct ReportBuilder {
     /// The input being read (see [`Self::begin_source`]).
     source: usize,
     /// The file being read when it is mapped: detail prints are deferred by their place in it.
-    map: Option<Arc<Mapped>>,
+    map: Option<Backing>,
     scratch: Vec<u8>,
 }
 
@@ -115,13 +115,6 @@ impl ReportBuilder {
     /// [`Self::finish`]); inputs are fed in order.
     pub fn begin_source(&mut self, index: usize) {
         self.source = index;
-    }
-
-    /// [`Self::begin_source`] for a file read from `map` ([`super::chunked::scan_map`]): its
-    /// detail prints are read again from the map when their pass is kept, not copied.
-    pub fn begin_mapped(&mut self, index: usize, map: Arc<Mapped>) {
-        self.source = index;
-        self.map = Some(map);
     }
 
     /// [`Self::begin_source`] for a file of several, saying whether the file holds PithTrain's
@@ -147,14 +140,14 @@ impl ReportBuilder {
         self.stats.lines_read += n;
     }
 
-    /// Adds what a scan of one input counted ([`lines::scan`]).
+    /// Adds what a scan of one input counted ([`lines::Scanner::scan`]).
     pub fn count_scan(&mut self, counts: ScanCounts) {
         self.stats.lines_read += counts.lines;
         self.stats.long_lines += counts.long_lines;
         self.stats.cut_bytes += counts.cut_bytes;
     }
 
-    /// Feeds one item of [`lines::scan`].
+    /// Feeds one item of [`lines::Scanner::scan`].
     pub fn item(&mut self, item: Item<'_>) {
         match item {
             Item::Line(line, found) => self.line_with(line, found),
@@ -199,12 +192,12 @@ impl ReportBuilder {
     }
 
     /// Feeds one physical line that holds (at most) the needles in `found`, as
-    /// [`lines::scan`] reports them.
+    /// [`lines::Scanner::scan`] reports them.
     pub fn line_with(&mut self, raw: &[u8], found: Needles) {
         let mut scratch = std::mem::take(&mut self.scratch);
-        let line = lines::clean(raw, &mut scratch);
+        let line = clean(raw, &mut scratch);
         if found & 1 != 0 {
-            for print in lines::split_prints(line) {
+            for print in split_prints(line) {
                 self.print(print);
             }
         }
@@ -231,7 +224,7 @@ impl ReportBuilder {
     }
 
     fn print(&mut self, print: &[u8]) {
-        if let Some(rank) = passes::detail_rank(print) {
+        if let Some(rank) = crate::parse::detail_rank(print) {
             let read = PreRead::Detail(rank, print, None);
             self.pre_read(rank, 1, std::iter::once(read));
             return;
@@ -273,7 +266,7 @@ impl ReportBuilder {
             state.source = source;
             state.report.memory_lines += 1;
             state.seq += 1;
-            state.event(parsed.event, map.as_deref());
+            state.event(parsed.event, backed(&map));
             state.settle();
         }
         self.map = map;
@@ -317,7 +310,7 @@ impl ReportBuilder {
                     state.passes.defer(bytes, at, state.seq);
                 }
                 // What `event` does with a pipeline print, without building the event.
-                PreRead::Pipeline(_, pp, point) => state.pipeline(pp, point, map.as_deref()),
+                PreRead::Pipeline(_, pp, point) => state.pipeline(pp, point, backed(&map)),
             }
         }
         state.settle();
@@ -370,7 +363,7 @@ impl ReportBuilder {
             // this is most of what is left to do once the logs are read.
             let mut states: Vec<&mut RankState> = run.ranks.values_mut().collect();
             states.par_iter_mut().for_each(|state| {
-                state.close(map.as_deref());
+                state.close(backed(&map));
                 state.settle();
             });
             for state in run.ranks.values_mut() {
@@ -403,6 +396,23 @@ impl ReportBuilder {
             notes: Vec::new(),
         }
     }
+}
+
+impl Sink for ReportBuilder {
+    fn item(&mut self, item: Item<'_>) {
+        ReportBuilder::item(self, item);
+    }
+
+    /// Detail prints of the input are deferred by their place in `bytes` and read again from
+    /// it only for the passes kept in detail. Kept to the end: the last passes are read then.
+    fn backing(&mut self, bytes: Backing) {
+        self.map = Some(bytes);
+    }
+}
+
+/// The bytes of a backed input.
+fn backed(map: &Option<Backing>) -> Option<&[u8]> {
+    map.as_ref().map(|bytes| (**bytes).as_ref())
 }
 
 impl RunState {
@@ -448,7 +458,7 @@ impl RankState {
         }
     }
 
-    fn event(&mut self, event: Event<'_>, map: Option<&Mapped>) {
+    fn event(&mut self, event: Event<'_>, map: Option<&[u8]>) {
         let seq = self.seq;
         let r = &mut self.report;
         match event {
@@ -532,7 +542,7 @@ impl RankState {
         }
     }
 
-    fn pipeline(&mut self, pp: u32, point: PipelinePoint, map: Option<&Mapped>) {
+    fn pipeline(&mut self, pp: u32, point: PipelinePoint, map: Option<&[u8]>) {
         self.report.pp.get_or_insert(pp);
         let Detail {
             cached,
@@ -576,7 +586,7 @@ impl RankState {
     }
 
     /// Ends the rank's passes and puts the kept ones into its report.
-    fn close(&mut self, map: Option<&Mapped>) {
+    fn close(&mut self, map: Option<&[u8]>) {
         let passes = std::mem::take(&mut self.passes);
         let (kept, summaries, not_read) = passes.finish(&mut self.unparsed, map);
         self.not_read = not_read;
@@ -637,7 +647,7 @@ fn count_unparsed(stats: &mut Stats, run: &mut RunStats, print: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::passes::{parse_shape, split_tensor};
+    use crate::fold::passes::{parse_shape, split_tensor};
 
     const G: i64 = 1 << 30;
 

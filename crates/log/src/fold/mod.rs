@@ -1,0 +1,16 @@
+//! The fold: the items a scanner found ([`crate::scan::Item`], in file order) into runs, ranks
+//! and passes, the types of [`crate::schema`]. Nothing here knows how the lines were found.
+//!
+//! [`builder`] (the [`ReportBuilder`], a [`crate::scan::Sink`]), [`runs`] (telling launches
+//! apart), [`rank_map`] (its per-rank states), [`passes`] (one rank's pipeline passes, which
+//! are read in detail), [`saved`] (saved tensors' exact bytes), [`summary`] (peaks, the
+//! breakdown at the peak, the cross-rank imbalance).
+
+pub mod builder;
+pub mod passes;
+pub mod rank_map;
+pub mod runs;
+pub mod saved;
+pub mod summary;
+
+pub use builder::ReportBuilder;
