@@ -76,6 +76,17 @@ struct Wanted {
 
 /// Finds, reads and sets beside the prints every snapshot of every run (see the module doc).
 pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
+    attach_snapshots_within(report, given, snapshot::budget::DEFAULT_MAX_MEMORY);
+}
+
+/// [`attach_snapshots`], reading each snapshot within `max_memory` bytes (`--max-memory`).
+pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memory: u64) {
+    let options = snapshot::LoadOptions {
+        progress: true,
+        max_memory,
+        keep_stacks: Some(TOP_STACKS),
+        ..snapshot::LoadOptions::default()
+    };
     let mut wanted = printed_snapshots(report);
     let given = match snapshot::expand_inputs(given) {
         Ok(files) => files,
@@ -146,7 +157,7 @@ pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
         if let Some(path) = &w.found {
             let result = loaded
                 .entry(path.clone())
-                .or_insert_with(|| snapshot::load(path, true).map_err(|e| e.to_string()));
+                .or_insert_with(|| snapshot::load_with(path, options).map_err(|e| e.to_string()));
             match result {
                 Ok(s) => fill(&mut view, s),
                 Err(e) => view.error = Some(format!("not read: {e}")),

@@ -50,6 +50,8 @@ pub struct ReportOptions {
     pub snapshots: Vec<PathBuf>,
     /// Run PithTrain's memory estimator and set it beside the prints (`--estimate`).
     pub estimate: Option<estimate::EstimateOptions>,
+    /// The memory budget of reading each snapshot (`--max-memory`); 1 GiB when `None`.
+    pub max_memory: Option<u64>,
 }
 
 /// Why a report could not be made. Each prints as one line naming the path.
@@ -145,7 +147,12 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     }
     let mut report = builder.finish(read);
     report.skipped = skipped;
-    joined::attach_snapshots(&mut report, &opts.snapshots);
+    joined::attach_snapshots_within(
+        &mut report,
+        &opts.snapshots,
+        opts.max_memory
+            .unwrap_or(crate::snapshot::budget::DEFAULT_MAX_MEMORY),
+    );
     if let Some(estimate) = &opts.estimate {
         estimate::attach(&mut report, estimate);
     }

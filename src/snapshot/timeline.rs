@@ -363,8 +363,8 @@ mod tests {
             "tests/data/snapshot/basic_p4.pickle",
         ] {
             let options = crate::snapshot::LoadOptions {
-                progress: false,
                 timeline: true,
+                ..Default::default()
             };
             let r = crate::snapshot::load_with(
                 std::path::Path::new(&format!("{root}/{file}")),
