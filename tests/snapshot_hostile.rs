@@ -171,6 +171,10 @@ fn run_measured(args: &[&str]) -> (Option<i32>, String, u64) {
 }
 
 /// [`run_measured`], with its stdout too (read before its stderr, which must stay short).
+#[allow(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which also gives its rusage"
+)]
 fn run_measured_with_stdout(args: &[&str]) -> (Option<i32>, String, String, u64) {
     use std::io::Read;
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memprints"))

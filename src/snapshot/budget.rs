@@ -148,6 +148,10 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = t.split_at(digits);
+    let not_a_size = || format!("'{text}': not a size (use e.g. 512M, 1G, 1GiB or bytes)");
+    if number.is_empty() {
+        return Err(not_a_size());
+    }
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "ki" | "kib" => 10,
@@ -160,9 +164,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
             ));
         }
     };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("'{text}': not a size (use e.g. 512M, 1G, 1GiB or bytes)"))?;
+    let value: f64 = number.parse().map_err(|_| not_a_size())?;
     let bytes = value * (1u64 << shift) as f64;
     if !(1.0..=u64::MAX as f64).contains(&bytes) {
         return Err(format!("'{text}': must be at least 1 byte"));
@@ -201,7 +203,7 @@ mod tests {
         assert_eq!(parse_size("1048576"), Ok(1 << 20));
         assert_eq!(parse_size("64 KiB"), Ok(64 << 10));
         assert!(parse_size("0").is_err());
-        assert!(parse_size("G").is_err());
+        assert!(parse_size("G").unwrap_err().contains("not a size"));
         assert!(parse_size("12X").unwrap_err().contains("unknown unit"));
     }
 
