@@ -7,9 +7,12 @@
 #  3. RANKS per-rank snapshots (100,000 entries each) in one folder: all cores against one;
 #  4. the HTML timeline: page sizes, and in headless Chromium the BIG page's time to first
 #     paint (the overview drawn) and to interactive (events unpacked), as the page measures
-#     them from navigation start.
+#     them from navigation start;
+#  5. MANY small real-shaped snapshots (tests/data/snapshot/ranks, one per rank) in one folder,
+#     and the 201 KB hostile tests/data/snapshot/hostile/blowup.pickle.gz alone and four at
+#     once: wall and peak RSS against the memory budget (--max-memory, 1 GiB by default).
 #   bench/snapshot.sh        (needs python3 and /usr/bin/time; chromium for part 4)
-#   REPEAT=5 BIG=10000000 RANKS=64 bench/snapshot.sh
+#   REPEAT=5 BIG=10000000 RANKS=64 MANY=8192 bench/snapshot.sh
 # The machine may be shared: each part prints the load average, and CPU seconds (user + system)
 # beside wall seconds, since they depend less on what else runs.
 set -euo pipefail
@@ -17,6 +20,7 @@ cd "$(dirname "$0")/.."
 repeat="${REPEAT:-5}"
 big="${BIG:-10000000}"
 ranks="${RANKS:-64}"
+many="${MANY:-8192}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -109,3 +113,39 @@ print("{:,} events: first paint {:.0f} ms, unpacked {:.0f} ms; the hover at the 
 else
   echo "  (chromium not installed: no time to first paint)"
 fi
+
+echo "== 5. memory: $many small snapshots in one folder, and the hostile blowup pickle"
+manydir="$work/many"
+mkdir "$manydir"
+for r in $(seq 0 $((many - 1))); do
+  ln tests/data/snapshot/ranks/memory_snapshot_rank0_step0.pickle "$manydir/memory_snapshot_rank${r}_step0.pickle" 2>/dev/null ||
+    cp tests/data/snapshot/ranks/memory_snapshot_rank0_step0.pickle "$manydir/memory_snapshot_rank${r}_step0.pickle"
+done
+load
+for format in text json; do
+  read -r nw nc nr < <(run "$bin" snapshot --format "$format" "$manydir")
+  echo "  $many snapshots, $format: wall $nw s (CPU $nc s), max RSS $(mib $((nr * 1024)))"
+done
+blowup=tests/data/snapshot/hostile/blowup.pickle.gz
+fourdir="$work/four"
+mkdir "$fourdir"
+for r in 0 1 2 3; do cp "$blowup" "$fourdir/memory_snapshot_rank${r}_step0.pickle.gz"; done
+# run_refused CMD...: "wall_s cpu_s max_rss_kib" of a run that must fail with one line.
+run_refused() {
+  local start end
+  start=$(date +%s%N)
+  if /usr/bin/time -f "%U %S %M" -o "$work/time" "$@" >/dev/null 2>"$work/err"; then
+    echo "  expected a refusal from: $*" >&2
+    return 1
+  fi
+  end=$(date +%s%N)
+  read -r user sys rss < <(tail -1 "$work/time")
+  awk -v w="$((end - start))" -v u="$user" -v s="$sys" -v m="$rss" \
+    'BEGIN { printf "%.3f %.2f %d\n", w / 1e9, u + s, m }'
+}
+for budget in 128M 1G; do
+  read -r ow oc or < <(run_refused "$bin" snapshot --max-memory "$budget" "$blowup")
+  read -r fw fc fr < <(run_refused "$bin" snapshot --max-memory "$budget" "$fourdir")
+  echo "  blowup.pickle.gz, --max-memory $budget: alone wall $ow s, max RSS $(mib $((or * 1024))); four at once wall $fw s, max RSS $(mib $((fr * 1024)))"
+done
+echo "  $(head -1 "$work/err")"

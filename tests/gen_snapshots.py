@@ -169,6 +169,33 @@ def test_files(out):
     (hostile / "memo.pickle").write_bytes(b"\x80\x02]h\x09a.")
     (hostile / "not_snapshot.pickle").write_bytes(pickle.dumps({"a": 1}, 4))
     shared_references(hostile)
+    blowup(hostile)
+
+
+def blowup(hostile):
+    """200 KB gzipped that grows to gigabytes: each part stays under the reader's own limits.
+
+    A memo of 67 million slots (one MEMOIZE byte each, 16 bytes a slot), a stack of 4 million
+    values, then a trace of 6 million minimal entries (11 bytes of pickle, a 32-byte record
+    each) in a snapshot-shaped dict.
+    """
+    import gzip
+    with gzip.GzipFile(hostile / "blowup.pickle.gz", "wb", mtime=0) as f:
+        f.write(b"\x80\x04")
+        for key in [b"action", b"alloc", b"size"]:
+            f.write(b"\x8c" + bytes([len(key)]) + key + b"\x940")
+        chunk = 1 << 20
+        f.write(b"N")
+        for _ in range(63):
+            f.write(b"\x94" * chunk)
+        f.write(b"0(")
+        for _ in range(4):
+            f.write(b"N" * (chunk - 16))
+        f.write(b"1}(\x8c\x08segments]\x8c\x0ddevice_traces]]")
+        batch = b"(" + b"}(h\x00h\x01h\x02K\x00u" * 1000 + b"e"
+        for _ in range(6_000):
+            f.write(batch)
+        f.write(b"au.")
 
 
 def shared_references(hostile):

@@ -46,8 +46,8 @@ fn html_of(report: SnapshotReport) -> String {
 fn the_timeline_zooms_to_the_peak_and_shows_its_stack_in_chromium() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let options = LoadOptions {
-        progress: false,
         timeline: true,
+        ..LoadOptions::default()
     };
     let report = load_with(&root.join(QWEN3), options).unwrap();
     let peak_bytes = report.primary().peak_allocated_bytes;

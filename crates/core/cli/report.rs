@@ -88,6 +88,10 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PATH", num_args = 1..)]
     pub snapshots: Vec<PathBuf>,
 
+    /// How much memory reading each snapshot may take.
+    #[command(flatten)]
+    pub memory: super::snapshot::MemoryArgs,
+
     /// Colour the text report: auto (a terminal and no NO_COLOR), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
@@ -253,6 +257,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         ranks: args.ranks.clone(),
         snapshots: args.snapshots.clone(),
         estimate,
+        max_memory: Some(args.memory.max_memory),
     };
     let report = run_report(&args.inputs, &opts)?;
     for note in &report.notes {

@@ -16,7 +16,7 @@ use super::args::check_out_not_input;
 use super::{ExitStatus, Output};
 use memprints_present::snapshot as render;
 use memprints_snapshot::{
-    FailedInput, LoadOptions, SnapshotReport, diff, expand_inputs, load, load_all,
+    FailedInput, LoadOptions, SnapshotReport, diff, expand_inputs, load_all, load_with,
 };
 
 /// Read memory snapshot pickles and report what held memory at the peak.
@@ -31,6 +31,21 @@ pub struct SnapshotArgs {
     pub inputs: Vec<PathBuf>,
     #[command(flatten)]
     pub(crate) output: OutputArgs,
+    #[command(flatten)]
+    pub(crate) memory: MemoryArgs,
+}
+
+/// How much memory reading may take: shared by `snapshot`, `snapshot diff` and `report`.
+#[derive(Debug, Clone, Args)]
+pub struct MemoryArgs {
+    /// Most memory reading snapshots may take, all files together (e.g. 512M, 1G, 1GiB or
+    /// bytes); a file that needs more is refused
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_max_memory)]
+    pub max_memory: u64,
+}
+
+fn parse_max_memory(text: &str) -> Result<u64, String> {
+    memprints_snapshot::budget::parse_size(text)
 }
 
 /// The subcommands of `snapshot`.
@@ -47,6 +62,9 @@ pub enum SnapshotCommand {
         /// What to print and where.
         #[command(flatten)]
         output: OutputArgs,
+        /// How much memory reading may take.
+        #[command(flatten)]
+        memory: MemoryArgs,
     },
 }
 
@@ -78,7 +96,7 @@ pub enum Format {
 /// Runs `snapshot` or `snapshot diff`.
 pub fn run(args: SnapshotArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     match &args.command {
-        Some(SnapshotCommand::Diff { a, b, output }) => {
+        Some(SnapshotCommand::Diff { a, b, output, .. }) => {
             if let Some(path) = &output.out {
                 check_out_not_input(path, &[a.clone(), b.clone()])?;
             }
@@ -93,8 +111,14 @@ pub fn run(args: SnapshotArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
 }
 
 fn execute(args: SnapshotArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
-    if let Some(SnapshotCommand::Diff { a, b, output }) = args.command {
-        return execute_diff(&a, &b, &output, out);
+    if let Some(SnapshotCommand::Diff {
+        a,
+        b,
+        output,
+        memory,
+    }) = args.command
+    {
+        return execute_diff(&a, &b, &output, memory.max_memory, out);
     }
     if args.inputs.is_empty() {
         bail!("no snapshot given: pass one or more PICKLE files or folders");
@@ -106,6 +130,10 @@ fn execute(args: SnapshotArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     let options = LoadOptions {
         progress: true,
         timeline: args.output.format == Format::Html,
+        max_memory: args.memory.max_memory,
+        // The renderers show the largest `top` stack groups of each device: a folder of
+        // thousands of snapshots keeps no more.
+        keep_stacks: Some(args.output.top),
     };
     let mut reports = Vec::new();
     let mut errors = Vec::new();
@@ -149,10 +177,17 @@ fn execute_diff(
     a: &Path,
     b: &Path,
     wanted: &OutputArgs,
+    max_memory: u64,
     out: &mut Output,
 ) -> anyhow::Result<ExitStatus> {
-    let ra: SnapshotReport = load(a, true)?;
-    let rb: SnapshotReport = load(b, true)?;
+    // One after the other, each within the budget.
+    let options = LoadOptions {
+        progress: true,
+        max_memory,
+        ..LoadOptions::default()
+    };
+    let ra: SnapshotReport = load_with(a, options)?;
+    let rb: SnapshotReport = load_with(b, options)?;
     let d = diff::diff(&ra.path, ra.primary(), &rb.path, rb.primary());
     let text = match wanted.format {
         Format::Text => render::text::diff(&d, wanted.top),

@@ -75,6 +75,21 @@ struct Wanted {
 
 /// Finds, reads and sets beside the prints every snapshot of every run (see the module doc).
 pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
+    attach_snapshots_within(
+        report,
+        given,
+        memprints_snapshot::budget::DEFAULT_MAX_MEMORY,
+    );
+}
+
+/// [`attach_snapshots`], reading each snapshot within `max_memory` bytes (`--max-memory`).
+pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memory: u64) {
+    let options = memprints_snapshot::LoadOptions {
+        progress: true,
+        max_memory,
+        keep_stacks: Some(TOP_STACKS),
+        ..memprints_snapshot::LoadOptions::default()
+    };
     let mut wanted = printed_snapshots(report);
     let given = match memprints_snapshot::expand_inputs(given) {
         Ok(files) => files,
@@ -144,9 +159,9 @@ pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
             top_stacks: Vec::new(),
         };
         if let Some(path) = &w.found {
-            let result = loaded
-                .entry(path.clone())
-                .or_insert_with(|| memprints_snapshot::load(path, true).map_err(|e| e.to_string()));
+            let result = loaded.entry(path.clone()).or_insert_with(|| {
+                memprints_snapshot::load_with(path, options).map_err(|e| e.to_string())
+            });
             match result {
                 Ok(s) => fill(&mut view, s),
                 Err(e) => view.error = Some(format!("not read: {e}")),

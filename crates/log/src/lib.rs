@@ -39,6 +39,8 @@ pub struct ReportOptions {
     pub snapshots: Vec<PathBuf>,
     /// Run PithTrain's memory estimator and set it beside the prints (`--estimate`).
     pub estimate: Option<estimate::EstimateOptions>,
+    /// The memory budget of reading each snapshot (`--max-memory`); 1 GiB when `None`.
+    pub max_memory: Option<u64>,
 }
 
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
@@ -126,7 +128,12 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     let mut report = builder.finish(read);
     report.skipped = skipped;
     report.notes = notes;
-    joined::attach_snapshots(&mut report, &opts.snapshots);
+    joined::attach_snapshots_within(
+        &mut report,
+        &opts.snapshots,
+        opts.max_memory
+            .unwrap_or(memprints_snapshot::budget::DEFAULT_MAX_MEMORY),
+    );
     if let Some(estimate) = &opts.estimate {
         estimate::attach(&mut report, estimate);
     }

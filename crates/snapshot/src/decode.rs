@@ -29,11 +29,18 @@
 //! be analysed as 30 million events). Values outside records and frames (segment dicts,
 //! settings) are capped at [`MAX_GENERIC_VALUES`], records at [`MAX_RECORDS`], and strings
 //! at [`super::pickle::MAX_BYTES`].
+//!
+//! Within those limits, everything the reader and the builder allocate is charged to a
+//! [`Meter`] ([`Snapshot::read_metered`]): records and generic values in batches as their
+//! counts pass a mark, strings, frames and stacks as they are interned, the reader's memo and
+//! stack as they grow (see [`super::pickle`]). Past the meter's limit the read stops with
+//! [`SnapshotError::OverBudget`].
 
 use foldhash::HashMap;
 use std::io::Read;
 use std::sync::Arc;
 
+use super::budget::Meter;
 use super::pickle::{self, Build, PickleError};
 
 /// Index of an interned frame in [`FrameTable::frames`].
@@ -259,7 +266,17 @@ pub enum SnapshotError {
         /// What is wrong there.
         reason: String,
     },
+    /// Reading it would pass the [`Meter`]'s limit.
+    #[error("stopped {at}")]
+    OverBudget {
+        /// Where reading stopped (`at MEMOIZE, byte 1234 of the pickle`).
+        at: String,
+    },
 }
+
+/// The reason a builder refusal carries when the meter ran out (the error is rebuilt from
+/// [`SnapshotBuilder::over_budget`], so the text is never shown).
+const OVER_BUDGET: &str = "over the memory budget";
 
 impl Snapshot {
     /// Reads a snapshot pickle from `input`.
@@ -270,13 +287,40 @@ impl Snapshot {
     /// Reads a snapshot pickle of about `pickle_bytes` bytes (0: unknown), reserving room for
     /// its records up front so that a large trace is never copied while it grows.
     pub fn read_sized<R: Read>(input: R, pickle_bytes: u64) -> Result<Snapshot, SnapshotError> {
-        let mut builder = SnapshotBuilder::new();
+        Snapshot::read_metered(input, pickle_bytes, &mut Meter::unlimited())
+    }
+
+    /// [`Snapshot::read_sized`], charging what it allocates to `meter`:
+    /// [`SnapshotError::OverBudget`] once that passes the meter's limit.
+    pub fn read_metered<R: Read>(
+        input: R,
+        pickle_bytes: u64,
+        meter: &mut Meter,
+    ) -> Result<Snapshot, SnapshotError> {
+        let mut builder = SnapshotBuilder::new(*meter);
         // A trace entry takes at least ~40 bytes of pickle (address, size, time, memo refs).
         let entries = usize::try_from(pickle_bytes / 40).unwrap_or(0).min(1 << 28);
-        // Only a hint: a refused reservation just means the records grow as they come.
+        // Only a hint, and only address space until written (records are charged as they
+        // come): a refused reservation just means the records grow as they come.
         let _ = builder.traces.try_reserve_exact(entries);
-        let root = pickle::read(input, &mut builder)?;
-        builder.into_snapshot(root)
+        let read = pickle::read(input, &mut builder);
+        let read = match read {
+            Ok(root) => builder.take_snapshot(root),
+            Err(e) => Err(e.into()),
+        };
+        *meter = builder.meter;
+        match read {
+            Err(e) if builder.over_budget => Err(SnapshotError::OverBudget {
+                at: match e {
+                    SnapshotError::Pickle(
+                        PickleError::Limit { opcode, offset, .. }
+                        | PickleError::Malformed { opcode, offset, .. },
+                    ) => format!("at {opcode}, byte {offset} of the pickle"),
+                    _ => "while assembling the snapshot from the pickle's values".into(),
+                },
+            }),
+            read => read,
+        }
     }
 }
 
@@ -513,10 +557,22 @@ struct SnapshotBuilder {
     dicts: Vec<Option<Vec<(Val, Val)>>>,
     /// Values held in `lists` and `dicts`, against [`MAX_GENERIC_VALUES`].
     generic: usize,
+    /// What has been allocated, against the budget.
+    meter: Meter,
+    /// The meter ran out: every later charge fails too, and the reader stops at its next test.
+    over_budget: bool,
+    /// Records and generic values already charged for.
+    records_room: usize,
+    generic_room: usize,
 }
 
+/// Records or generic values charged for at once.
+const CHARGE_BATCH: usize = 1 << 16;
+/// What interning a string costs besides its bytes: its `Arc`, its slot and its hash entry.
+const STRING_OVERHEAD: usize = 80;
+
 impl SnapshotBuilder {
-    fn new() -> Self {
+    fn new(meter: Meter) -> Self {
         let mut b = SnapshotBuilder {
             strings: Vec::new(),
             string_ids: HashMap::default(),
@@ -533,6 +589,10 @@ impl SnapshotBuilder {
             lists: Vec::new(),
             dicts: Vec::new(),
             generic: 0,
+            meter,
+            over_budget: false,
+            records_room: 0,
+            generic_room: 0,
         };
         for name in key::NAMES.iter().chain(&ACTION_NAMES).chain(&STATE_NAMES) {
             b.intern(name);
@@ -546,6 +606,8 @@ impl SnapshotBuilder {
         if let Some(&id) = self.string_ids.get(s) {
             return id;
         }
+        // A refusal is kept in `over_budget`; the reader stops at its next push.
+        let _ = self.spend(s.len() + STRING_OVERHEAD);
         let id = self.strings.len() as u32;
         let rc: Arc<str> = s.into();
         self.strings.push(rc.clone());
@@ -615,12 +677,60 @@ impl SnapshotBuilder {
             .map(|&(_, v)| v)
     }
 
+    #[inline]
     fn count_generic(&mut self, n: usize) -> Result<(), String> {
         self.generic += n;
+        if self.generic > self.generic_room {
+            return self.charge_generic();
+        }
+        Ok(())
+    }
+
+    /// Charges generic values up to the next batch past their count, or refuses past
+    /// [`MAX_GENERIC_VALUES`].
+    #[cold]
+    #[inline(never)]
+    fn charge_generic(&mut self) -> Result<(), String> {
         if self.generic > MAX_GENERIC_VALUES {
             return Err(format!(
                 "more than {MAX_GENERIC_VALUES} values outside trace entries, blocks and frames (a memory snapshot holds far fewer); stopped to keep memory bounded"
             ));
+        }
+        let room = (self.generic + CHARGE_BATCH).min(MAX_GENERIC_VALUES);
+        self.spend((room - self.generic_room) * size_of::<Val>())?;
+        self.generic_room = room;
+        Ok(())
+    }
+
+    /// Makes room for one more record: charges the next batch of them, or refuses past
+    /// [`MAX_RECORDS`]. One test per record on the hot path.
+    #[inline(always)]
+    fn record_room(&mut self) -> Result<(), String> {
+        if self.traces.len() + self.blocks.len() >= self.records_room {
+            return self.charge_records();
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn charge_records(&mut self) -> Result<(), String> {
+        if self.records_room >= MAX_RECORDS {
+            return Err(too_many_records());
+        }
+        let room = (self.records_room + CHARGE_BATCH).min(MAX_RECORDS);
+        let record = size_of::<TraceEntry>().max(size_of::<RawBlock>());
+        self.spend((room - self.records_room) * record)?;
+        self.records_room = room;
+        Ok(())
+    }
+
+    /// Charges `bytes` to the meter; once it runs out, this and every later charge fail.
+    #[inline]
+    fn spend(&mut self, bytes: usize) -> Result<(), String> {
+        if self.meter.charge(bytes as u64).is_err() {
+            self.over_budget = true;
+            return Err(OVER_BUDGET.into());
         }
         Ok(())
     }
@@ -637,6 +747,7 @@ impl SnapshotBuilder {
         if let Some(&id) = self.frame_ids.get(&frame) {
             return Some(id);
         }
+        let _ = self.spend(2 * size_of::<Frame>() + 16);
         let id = self.frames.frames.len() as FrameId;
         self.frames.frames.push(frame.clone());
         self.frame_ids.insert(frame, id);
@@ -773,7 +884,7 @@ impl SnapshotBuilder {
         }
     }
 
-    fn into_snapshot(mut self, root: Val) -> Result<Snapshot, SnapshotError> {
+    fn take_snapshot(&mut self, root: Val) -> Result<Snapshot, SnapshotError> {
         let mut snapshot = Snapshot::default();
         let top = match root.tag() {
             Tag::Dict => self.take_dict(root, "top level")?,
@@ -807,13 +918,12 @@ impl SnapshotBuilder {
         if let Some(settings) = Self::field(&top, settings_key).filter(|v| v.is(Tag::Dict)) {
             let settings = self.take_dict(settings, "allocator_settings")?;
             for (k, v) in settings {
-                snapshot
-                    .allocator_settings
-                    .push((self.repr(k), self.repr(v)));
+                let setting = (self.setting(k)?, self.setting(v)?);
+                snapshot.allocator_settings.push(setting);
             }
         }
-        snapshot.streams = self.streams;
-        snapshot.frames = self.frames;
+        snapshot.streams = std::mem::take(&mut self.streams);
+        snapshot.frames = std::mem::take(&mut self.frames);
         Ok(snapshot)
     }
 
@@ -829,11 +939,15 @@ impl SnapshotBuilder {
                 if first == 0 && len == self.traces.len() {
                     Ok(std::mem::take(&mut self.traces))
                 } else {
+                    self.spend(len * size_of::<TraceEntry>())
+                        .map_err(|_| over_budget_assembling())?;
                     Ok(self.traces[first..first + len].to_vec())
                 }
             }
             ListBody::Run { .. } => Err(shape(path, "expected trace entries, found blocks")),
             ListBody::Vals(entries) => {
+                self.spend(entries.len() * size_of::<TraceEntry>())
+                    .map_err(|_| over_budget_assembling())?;
                 let mut out = Vec::with_capacity(entries.len());
                 for (i, entry) in entries.into_iter().enumerate() {
                     let at = || format!("{path}[{i}]");
@@ -917,6 +1031,8 @@ impl SnapshotBuilder {
                     ids
                 }
             };
+            self.spend(ids.len() * size_of::<Block>() + size_of::<Segment>())
+                .map_err(|_| over_budget_assembling())?;
             for id in ids {
                 let raw = &self.blocks[id as usize];
                 let block = Block {
@@ -933,42 +1049,84 @@ impl SnapshotBuilder {
         Ok(segment)
     }
 
-    /// A short Python-like rendering of a setting's key or value.
-    fn repr(&self, v: Val) -> String {
+    /// [`SnapshotBuilder::repr_into`] within what the meter has left, and charged: memo
+    /// references can make a short pickle's setting repeat one long string millions of times.
+    fn setting(&mut self, v: Val) -> Result<String, SnapshotError> {
+        let room = self.meter.limit().saturating_sub(self.meter.used());
+        let mut out = String::new();
+        if !self.repr_into(v, &mut out, usize::try_from(room).unwrap_or(usize::MAX))
+            || self.spend(out.len()).is_err()
+        {
+            self.over_budget = true;
+            return Err(over_budget_assembling());
+        }
+        Ok(out)
+    }
+
+    /// Writes a short Python-like rendering of a setting's key or value to `out`; `false`,
+    /// stopping early, once `out` is longer than `room`.
+    fn repr_into(&self, v: Val, out: &mut String, room: usize) -> bool {
         match v.tag() {
-            Tag::None => "None".into(),
-            Tag::False => "False".into(),
-            Tag::True => "True".into(),
-            Tag::Int => v.small_int().unwrap_or(0).to_string(),
+            Tag::None => out.push_str("None"),
+            Tag::False => out.push_str("False"),
+            Tag::True => out.push_str("True"),
+            Tag::Int => out.push_str(&v.small_int().unwrap_or(0).to_string()),
             Tag::Wide => match &self.wide[v.id() as usize] {
-                Wide::Int(i) => i.to_string(),
-                Wide::Big(_) => self
-                    .u64_of(v)
-                    .map_or("<int wider than 64 bits>".into(), |u| u.to_string()),
+                Wide::Int(i) => out.push_str(&i.to_string()),
+                Wide::Big(_) => out.push_str(
+                    &self
+                        .u64_of(v)
+                        .map_or("<int wider than 64 bits>".into(), |u| u.to_string()),
+                ),
             },
-            Tag::Float => self.floats[v.id() as usize].to_string(),
-            Tag::Str => self.strings[v.id() as usize].to_string(),
-            Tag::Bytes => "<bytes>".into(),
-            Tag::EmptyList => "[]".into(),
+            Tag::Float => out.push_str(&self.floats[v.id() as usize].to_string()),
+            Tag::Str => out.push_str(&self.strings[v.id() as usize]),
+            Tag::Bytes => out.push_str("<bytes>"),
+            Tag::EmptyList => out.push_str("[]"),
             Tag::List => match &self.lists[v.id() as usize] {
                 Some(ListBody::Vals(items)) => {
-                    let parts: Vec<_> = items.iter().map(|&i| self.repr(i)).collect();
-                    format!("[{}]", parts.join(", "))
+                    out.push('[');
+                    for (i, &item) in items.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(", ");
+                        }
+                        if !self.repr_into(item, out, room) {
+                            return false;
+                        }
+                    }
+                    out.push(']');
                 }
-                _ => "<list>".into(),
+                _ => out.push_str("<list>"),
             },
             Tag::Dict => match &self.dicts[v.id() as usize] {
                 Some(items) => {
-                    let parts: Vec<_> = items
-                        .iter()
-                        .map(|&(k, v)| format!("{}: {}", self.repr(k), self.repr(v)))
-                        .collect();
-                    format!("{{{}}}", parts.join(", "))
+                    out.push('{');
+                    for (i, &(k, v)) in items.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(", ");
+                        }
+                        if !self.repr_into(k, out, room) {
+                            return false;
+                        }
+                        out.push_str(": ");
+                        if !self.repr_into(v, out, room) {
+                            return false;
+                        }
+                    }
+                    out.push('}');
                 }
-                None => "<dict>".into(),
+                None => out.push_str("<dict>"),
             },
-            Tag::Frame | Tag::Stack | Tag::Trace | Tag::Block => "<frames>".into(),
+            Tag::Frame | Tag::Stack | Tag::Trace | Tag::Block => out.push_str("<frames>"),
         }
+        out.len() <= room
+    }
+}
+
+/// The meter ran out after the pickle was read.
+fn over_budget_assembling() -> SnapshotError {
+    SnapshotError::OverBudget {
+        at: "while assembling the snapshot from the pickle's values".into(),
     }
 }
 
@@ -1011,6 +1169,13 @@ fn shared(path: &str) -> SnapshotError {
 impl Build for SnapshotBuilder {
     type Value = Val;
     type List = ListAcc;
+    fn charge(&mut self, bytes: usize) -> Result<(), String> {
+        self.spend(bytes)
+    }
+    #[inline(always)]
+    fn over_budget(&self) -> bool {
+        self.over_budget
+    }
     fn run_value(&self, first: &Val, offset: u32) -> Option<Val> {
         first
             .is(Tag::Trace)
@@ -1027,14 +1192,17 @@ impl Build for SnapshotBuilder {
         if (-(1 << 59)..1 << 59).contains(&value) {
             return Val((value << 4) as u64 | Tag::Int as u64);
         }
+        let _ = self.spend(size_of::<Wide>());
         self.wide.push(Wide::Int(value));
         Val::of(Tag::Wide, (self.wide.len() - 1) as u32)
     }
     fn big_int(&mut self, le_bytes: &[u8]) -> Val {
+        let _ = self.spend(size_of::<Wide>() + le_bytes.len() + 16);
         self.wide.push(Wide::Big(le_bytes.to_vec()));
         Val::of(Tag::Wide, (self.wide.len() - 1) as u32)
     }
     fn float(&mut self, value: f64) -> Val {
+        let _ = self.spend(size_of::<f64>());
         self.floats.push(value);
         Val::of(Tag::Float, (self.floats.len() - 1) as u32)
     }
@@ -1086,10 +1254,12 @@ impl SnapshotBuilder {
                 return Ok(());
             }
             ListAcc::Empty if tag == Tag::Frame => {
+                self.spend(size_of::<FrameId>())?;
                 *list = ListAcc::Frames(vec![item.id()]);
                 return Ok(());
             }
             ListAcc::Frames(ids) if tag == Tag::Frame => {
+                self.spend(size_of::<FrameId>())?;
                 ids.push(item.id());
                 return Ok(());
             }
@@ -1120,6 +1290,8 @@ impl SnapshotBuilder {
                 if let Some(&id) = self.stack_ids.get(ids.as_slice()) {
                     return Ok(Val::of(Tag::Stack, id));
                 }
+                // Kept twice (the table and its index), each with its box and hash entry.
+                self.spend(2 * (ids.len() * size_of::<FrameId>() + 32))?;
                 let id = self.frames.stacks.len() as StackId;
                 let ids: Box<[FrameId]> = ids.into();
                 self.frames.stacks.push(ids.clone());
@@ -1129,6 +1301,7 @@ impl SnapshotBuilder {
             ListAcc::Run { kind, first, len } => ListBody::Run { kind, first, len },
             ListAcc::Vals(vals) => ListBody::Vals(vals),
         };
+        self.spend(size_of::<Option<ListBody>>() + 16)?;
         self.lists.push(Some(body));
         Ok(Val::of(Tag::List, (self.lists.len() - 1) as u32))
     }
@@ -1136,22 +1309,22 @@ impl SnapshotBuilder {
     /// kept as a generic dict.
     #[inline]
     fn finish_dict(&mut self, items: &mut Vec<(Val, Val)>) -> Result<Val, String> {
+        // Scalars read into the dict may have run the meter out (they cannot fail).
+        if self.over_budget {
+            return Err(OVER_BUDGET.into());
+        }
         let fields = Fields::of(items);
         if fields.get(key::ACTION).is_some()
             && let Ok(entry) = self.trace_entry(&fields)
         {
-            if self.traces.len() + self.blocks.len() >= MAX_RECORDS {
-                return Err(too_many_records());
-            }
+            self.record_room()?;
             self.traces.push(entry);
             return Ok(Val::of(Tag::Trace, (self.traces.len() - 1) as u32));
         }
         if fields.get(key::STATE).is_some()
             && let Some(block) = self.try_block(&fields)
         {
-            if self.traces.len() + self.blocks.len() >= MAX_RECORDS {
-                return Err(too_many_records());
-            }
+            self.record_room()?;
             self.blocks.push(block);
             return Ok(Val::of(Tag::Block, (self.blocks.len() - 1) as u32));
         }
@@ -1159,6 +1332,7 @@ impl SnapshotBuilder {
             return Ok(Val::of(Tag::Frame, id));
         }
         self.count_generic(items.len() * 2)?;
+        self.spend(size_of::<Option<Vec<(Val, Val)>>>() + 16)?;
         for &(_, v) in items.iter() {
             self.place(v)?;
         }
@@ -1179,7 +1353,7 @@ mod tests {
 
     #[test]
     fn ints_convert_when_they_fit() {
-        let mut b = SnapshotBuilder::new();
+        let mut b = SnapshotBuilder::new(Meter::unlimited());
         let v = b.big_int(&[1, 0, 0, 0, 0, 0, 0, 0x80, 0]);
         assert_eq!(b.u64_of(v), Some(0x8000_0000_0000_0001));
         let v = b.big_int(&[0, 0, 0, 0, 0, 0, 0, 0, 1]);

@@ -15,9 +15,10 @@
 //! [`SnapshotReport`]; its [`SnapshotReport::primary`] device carries `peak_allocated_bytes`,
 //! `peak_reserved_bytes`, `peak_active_bytes`, `peak_time_us` and `peak_stacks` (largest
 //! first). This signature and those fields are kept stable for `report`. [`load_all`] reads
-//! many files on all cores.
+//! many files on all cores, as many at once as the memory budget holds ([`budget`]).
 
 pub mod analyze;
+pub mod budget;
 pub mod compressed;
 pub mod decode;
 pub mod diff;
@@ -29,6 +30,7 @@ use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
 use analyze::DeviceReport;
+use budget::{BASE_CHARGE, Meter, Pool};
 use decode::{Snapshot, SnapshotError};
 
 /// Files at least this large get a progress bar (when stderr is a terminal).
@@ -106,16 +108,51 @@ pub enum LoadError {
         /// The file.
         path: String,
     },
+    /// Reading the file would pass the memory budget.
+    #[error(
+        "{path}: reading it needs more than {} (--max-memory): {at}",
+        budget::format_size(*budget)
+    )]
+    OverBudget {
+        /// The file.
+        path: String,
+        /// The limit it was read against.
+        budget: u64,
+        /// Where reading stopped.
+        at: String,
+    },
 }
 
-/// What [`load_with`] builds besides the analysis.
-#[derive(Debug, Clone, Copy, Default)]
+/// What [`load_with`] builds besides the analysis, and within how much memory.
+#[derive(Debug, Clone, Copy)]
 pub struct LoadOptions {
     /// A progress bar on large files, when stderr is a terminal.
     pub progress: bool,
     /// The packed trace of each device for the interactive timeline.
     pub timeline: bool,
+    /// The memory budget in bytes: for one file in [`load_with`], for all of them together in
+    /// [`load_all`].
+    pub max_memory: u64,
+    /// Keep only this many of each device's largest stack groups (what the renderers show),
+    /// so that reports of many files stay small; all when `None`.
+    pub keep_stacks: Option<usize>,
 }
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            progress: false,
+            timeline: false,
+            max_memory: budget::DEFAULT_MAX_MEMORY,
+            keep_stacks: None,
+        }
+    }
+}
+
+/// What the analysis allocates per trace event (its intervals and live blocks) and what the
+/// timeline adds, charged before either runs.
+const ANALYSIS_BYTES_PER_EVENT: u64 = 16;
+const TIMELINE_BYTES_PER_EVENT: u64 = 40;
 
 /// Reads and analyses one snapshot file, with a progress bar on large files when `progress`.
 pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
@@ -123,25 +160,88 @@ pub fn load(path: &Path, progress: bool) -> Result<SnapshotReport, LoadError> {
         path,
         LoadOptions {
             progress,
-            timeline: false,
+            ..LoadOptions::default()
         },
     )
 }
 
-/// Reads and analyses every file of `paths` on all cores, results in the same order.
+/// Reads and analyses every file of `paths`, results in the same order, within
+/// `options.max_memory` in all.
+///
+/// Workers (one per rayon thread) take the files in order; each waits until the shared
+/// [`Pool`] holds the file's [`budget::reservation`], reads it against that, and gives it
+/// back. A file that needs more than its reservation is read again at the end, alone, against
+/// the whole budget, where needing more is an error.
 pub fn load_all(paths: &[PathBuf], options: LoadOptions) -> Vec<Result<SnapshotReport, LoadError>> {
-    use rayon::prelude::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     // Progress bars of files read side by side would overwrite each other.
     let options = LoadOptions {
         progress: options.progress && paths.len() == 1,
         ..options
     };
-    paths.par_iter().map(|p| load_with(p, options)).collect()
+    let pool = Pool::new(options.max_memory);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<SnapshotReport, LoadError>>>> =
+        Mutex::new((0..paths.len()).map(|_| None).collect());
+    let retry = Mutex::new(Vec::new());
+    let workers = rayon::current_num_threads().clamp(1, paths.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(path) = paths.get(i) else { break };
+                    let held = pool.acquire(estimate(path, pool.total()));
+                    let result = load_metered(path, options, Meter::new(held));
+                    pool.release(held);
+                    if matches!(result, Err(LoadError::OverBudget { .. })) && held < pool.total() {
+                        retry.lock().unwrap_or_else(|e| e.into_inner()).push(i);
+                        continue;
+                    }
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(result);
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut retry = retry.into_inner().unwrap_or_else(|e| e.into_inner());
+    retry.sort_unstable();
+    for i in retry {
+        results[i] = Some(load_metered(&paths[i], options, Meter::new(pool.total())));
+    }
+    results
+        .into_iter()
+        .map(|r| r.expect("every file was read"))
+        .collect()
 }
 
-/// [`load`], building what `options` ask for.
+/// The reservation of `path` in a pool of `total` bytes, from its size and name.
+fn estimate(path: &Path, total: u64) -> u64 {
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    let compressed = path
+        .extension()
+        .is_some_and(|e| e == "gz" || e == "zst" || e == "xz");
+    budget::reservation(bytes, compressed, total)
+}
+
+/// [`load`], building what `options` ask for within `options.max_memory`.
 pub fn load_with(path: &Path, options: LoadOptions) -> Result<SnapshotReport, LoadError> {
+    load_metered(path, options, Meter::new(options.max_memory))
+}
+
+/// [`load_with`] against `meter`.
+fn load_metered(
+    path: &Path,
+    options: LoadOptions,
+    mut meter: Meter,
+) -> Result<SnapshotReport, LoadError> {
     let display = path.display().to_string();
+    let over = |path: &str, meter: &Meter, at: String| LoadError::OverBudget {
+        path: path.to_string(),
+        budget: meter.limit(),
+        at,
+    };
     let file = File::open(path).map_err(|source| LoadError::Open {
         path: display.clone(),
         source,
@@ -167,17 +267,44 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<SnapshotReport, Lo
         inner: BufReader::with_capacity(64 * 1024, file),
         bar: bar.clone(),
     };
-    let (input, plain) = decompressed(input, &display)?;
+    let (input, plain, window) = decompressed(input, &display)?;
+    if meter.charge(BASE_CHARGE + window).is_err() {
+        return Err(over(
+            &display,
+            &meter,
+            format!(
+                "before the first byte (the decompressor alone takes {})",
+                budget::format_size(window)
+            ),
+        ));
+    }
     // The size hint lets the reader reserve its records once; compressed sizes say too little.
-    let snapshot = Snapshot::read_sized(input, if plain { file_bytes } else { 0 });
+    let snapshot = Snapshot::read_metered(input, if plain { file_bytes } else { 0 }, &mut meter);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let snapshot = snapshot.map_err(|source| LoadError::Read {
-        path: display.clone(),
-        source,
+    let snapshot = snapshot.map_err(|source| match source {
+        SnapshotError::OverBudget { at } => over(&display, &meter, at),
+        source => LoadError::Read {
+            path: display.clone(),
+            source,
+        },
     })?;
-    let devices = analyze::analyze(&snapshot);
+    let events: u64 = snapshot.device_traces.iter().map(|t| t.len() as u64).sum();
+    let per_event = ANALYSIS_BYTES_PER_EVENT
+        + if options.timeline {
+            TIMELINE_BYTES_PER_EVENT
+        } else {
+            0
+        };
+    if meter.charge(events.saturating_mul(per_event)).is_err() {
+        return Err(over(
+            &display,
+            &meter,
+            format!("before analysing its {events} trace events"),
+        ));
+    }
+    let mut devices = analyze::analyze(&snapshot);
     if devices.is_empty() {
         return Err(LoadError::Empty { path: display });
     }
@@ -189,6 +316,12 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<SnapshotReport, Lo
     } else {
         Vec::new()
     };
+    if let Some(top) = options.keep_stacks {
+        for d in &mut devices {
+            d.peak_stacks.truncate(top);
+            d.end_stacks.truncate(top);
+        }
+    }
     Ok(SnapshotReport {
         rank: rank_of(path),
         path: display,
@@ -214,12 +347,16 @@ const UNREAD_COMPRESSIONS: [(&[u8], &str, &str); 5] = [
     (&[0x5d, 0x00, 0x00], "legacy lzma", "unlzma FILE"),
 ];
 
-/// The decompressed bytes of `input` (plain, gzip, zstd or xz) and whether it was plain; a
-/// compression memprints does not read is named in the error.
+/// The most memory the xz decoder may use: `xz -9` needs 65 MiB.
+const XZ_MEMLIMIT: u64 = 96 << 20;
+
+/// The decompressed bytes of `input` (plain, gzip, zstd or xz), whether it was plain, and the
+/// memory its decompressor may take; a compression memprints does not read is named in the
+/// error.
 fn decompressed<R: BufRead + 'static>(
     mut input: R,
     path: &str,
-) -> Result<(Box<dyn Read>, bool), LoadError> {
+) -> Result<(Box<dyn Read>, bool, u64), LoadError> {
     let open = |source| LoadError::Open {
         path: path.to_string(),
         source,
@@ -227,11 +364,12 @@ fn decompressed<R: BufRead + 'static>(
     let head = input.fill_buf().map_err(open)?;
     if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
         let stream =
-            liblzma::stream::Stream::new_stream_decoder(u64::MAX, liblzma::stream::CONCATENATED)
+            liblzma::stream::Stream::new_stream_decoder(XZ_MEMLIMIT, liblzma::stream::CONCATENATED)
                 .map_err(|e| open(e.into()))?;
         return Ok((
             Box::new(liblzma::bufread::XzDecoder::new_stream(input, stream)),
             false,
+            XZ_MEMLIMIT,
         ));
     }
     if let Some((_, format, hint)) = UNREAD_COMPRESSIONS
@@ -246,7 +384,12 @@ fn decompressed<R: BufRead + 'static>(
     }
     // Every pickle of protocol 2 or newer starts with PROTO (0x80).
     let plain = head.first() == Some(&0x80);
-    Ok((crate::compressed::decompressed(input).map_err(open)?, plain))
+    let window = crate::compressed::window_bytes(head);
+    Ok((
+        crate::compressed::decompressed(input).map_err(open)?,
+        plain,
+        window,
+    ))
 }
 
 struct Progress<R> {

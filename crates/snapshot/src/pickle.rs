@@ -39,6 +39,10 @@
 //!   string length [`MAX_BYTES`];
 //!   the builder may refuse a value too ([`Build`] methods return `Err(reason)`). Every failure
 //!   is one [`PickleError`] whose `Display` is one line with a byte offset.
+//! - Memory: what the reader itself allocates (memo chunks, stack growth, open dicts' items,
+//!   strings longer than the buffer) is charged to [`Build::charge`] before or as it grows, in
+//!   bulk (a memo chunk, a doubling of the stack, a batch of items), so a builder that keeps a
+//!   budget bounds the whole read.
 
 use std::io::{self, Read};
 
@@ -166,6 +170,16 @@ pub trait Build {
     fn run_value(&self, _first: &Self::Value, _offset: u32) -> Option<Self::Value> {
         None
     }
+    /// Charges `bytes` the reader allocates for itself (memo, stack, open dicts, long strings)
+    /// to the builder's memory budget; `Err(reason)` stops the reader like any refusal.
+    fn charge(&mut self, _bytes: usize) -> Result<(), String> {
+        Ok(())
+    }
+    /// Whether the budget ran out in a method that cannot fail ([`Build::str`] and the other
+    /// scalars): the reader then stops at its next push.
+    fn over_budget(&self) -> bool {
+        false
+    }
 }
 
 /// Reads one pickle from `input` and returns the builder's value for its top-level object.
@@ -177,7 +191,11 @@ pub fn read<R: Read, B: Build>(input: R, builder: &mut B) -> Result<B::Value, Pi
             chunks: Vec::new(),
             len: 0,
             placeholder: placeholder.clone(),
+            bytes: 0,
         },
+        memo_charged: 0,
+        stack_room: 0,
+        long_charged: 0,
         placeholder,
         builder,
         stack: Vec::new(),
@@ -577,6 +595,12 @@ enum MemoChunk<V> {
     Slots(Vec<MemoEntry<V>>),
 }
 
+/// What a chunk of listed memo slots costs, for [`Build::charge`].
+#[allow(non_snake_case)]
+const fn MEMO_CHUNK_BYTES<V>() -> usize {
+    MEMO_CHUNK * size_of::<MemoEntry<V>>() + size_of::<MemoChunk<V>>()
+}
+
 /// The memo, in chunks of [`MEMO_CHUNK`] slots.
 struct Memo<V> {
     chunks: Vec<MemoChunk<V>>,
@@ -584,6 +608,8 @@ struct Memo<V> {
     len: usize,
     /// The value of slots that hold none.
     placeholder: V,
+    /// Bytes of the slot chunks allocated so far (a listed chunk counts whole).
+    bytes: usize,
 }
 
 impl<V: Clone + PartialEq> Memo<V> {
@@ -659,6 +685,11 @@ impl<V: Clone + PartialEq> Memo<V> {
         if index == self.len && offset == 0 && c == self.chunks.len() {
             self.len += 1;
             let runs = ready && builder.run_value(&entry.value, 0).as_ref() == Some(&entry.value);
+            self.bytes += if runs {
+                size_of::<MemoChunk<V>>()
+            } else {
+                MEMO_CHUNK_BYTES::<V>()
+            };
             self.chunks.push(if runs {
                 MemoChunk::Run {
                     first: entry.value,
@@ -674,6 +705,7 @@ impl<V: Clone + PartialEq> Memo<V> {
         }
         while self.chunks.len() <= c {
             self.chunks.push(MemoChunk::Slots(Vec::new()));
+            self.bytes += MEMO_CHUNK_BYTES::<V>();
         }
         if let MemoChunk::Run { first, depth, len } = &mut self.chunks[c] {
             if index == self.len
@@ -687,6 +719,7 @@ impl<V: Clone + PartialEq> Memo<V> {
                 return;
             }
             // Anything else in the chunk: list its slots.
+            self.bytes += MEMO_CHUNK_BYTES::<V>();
             let slots = (0..*len)
                 .map(|k| MemoEntry {
                     value: builder.run_value(first, k).expect("a run's values exist"),
@@ -729,6 +762,12 @@ struct Machine<'b, R, B: Build> {
     /// Byte offset and code of the opcode being run; errors name them.
     offset: u64,
     code: u8,
+    /// [`Memo::bytes`] already charged to the builder.
+    memo_charged: usize,
+    /// Stack slots already charged; the stack grows past them only after charging more.
+    stack_room: usize,
+    /// Capacity of [`Input::long`] already charged.
+    long_charged: usize,
 }
 
 impl<R: Read, B: Build> Machine<'_, R, B> {
@@ -900,6 +939,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     let Some(pairs) = pairs(items) else {
                         return Err(self.malformed("odd number of items"));
                     };
+                    self.charge(pairs.len() * size_of::<(B::Value, B::Value)>())?;
                     let depth = self.nested_depth(depth)?;
                     self.push(Slot::Dict(pairs, depth, NO_MEMO))?;
                 }
@@ -1018,6 +1058,7 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                     state: MemoState::Ready,
                 },
             );
+            self.charge_memo()?;
         }
         Ok(Some((value, depth)))
     }
@@ -1179,7 +1220,13 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
     /// Reads `n` bytes for [`Input::loaded`].
     #[inline(always)]
     fn load(&mut self, n: u64) -> Result<(), Fail> {
-        if self.input.load(n) {
+        let loaded = self.input.load(n);
+        if self.input.long.capacity() > self.long_charged {
+            let capacity = self.input.long.capacity();
+            self.charge(capacity - self.long_charged)?;
+            self.long_charged = capacity;
+        }
+        if loaded {
             Ok(())
         } else if self.input.too_long {
             Err(self.limit(format!(
@@ -1207,10 +1254,31 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
 
     #[inline(always)]
     fn push(&mut self, slot: Slot<B::Value, B::List>) -> Result<(), Fail> {
-        if self.stack.len() >= MAX_STACK {
-            return Err(self.limit(format!("more than {MAX_STACK} items on the stack")));
+        if self.stack.len() >= self.stack_room || self.builder.over_budget() {
+            self.grow_stack_room()?;
         }
         self.stack.push(slot);
+        Ok(())
+    }
+
+    /// Charges room for twice the stack (a slot and a mark's index each), up to [`MAX_STACK`].
+    #[cold]
+    #[inline(never)]
+    fn grow_stack_room(&mut self) -> Result<(), Fail> {
+        if self.builder.over_budget() {
+            // The builder's charge fails again and names the budget.
+            return self.charge(0);
+        }
+        if self.stack.len() < self.stack_room {
+            return Ok(());
+        }
+        if self.stack_room >= MAX_STACK {
+            return Err(self.limit(format!("more than {MAX_STACK} items on the stack")));
+        }
+        let room = (self.stack_room * 2).clamp(1024, MAX_STACK);
+        let slot = size_of::<Slot<B::Value, B::List>>() + size_of::<usize>();
+        self.charge((room - self.stack_room) * slot)?;
+        self.stack_room = room;
         Ok(())
     }
 
@@ -1379,7 +1447,11 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
                 }
             }
             Slot::Dict(dict, _, _) => {
-                dict.reserve(slots.len() / 2);
+                let pairs = slots.len() / 2;
+                self.builder
+                    .charge(pairs * size_of::<(B::Value, B::Value)>())
+                    .map_err(FillError::Build)?;
+                dict.reserve(pairs);
                 while let (Some(Slot::Value(k, _)), Some(Slot::Value(v, _))) =
                     (slots.next(), slots.next())
                 {
@@ -1455,7 +1527,33 @@ impl<R: Read, B: Build> Machine<'_, R, B> {
             Some(Slot::Mark) => unreachable!("open_top never returns a mark"),
         };
         self.memo_set(index, entry);
+        self.charge_memo()
+    }
+
+    /// Charges the memo chunks allocated since the last call: one test per memo put.
+    #[inline(always)]
+    fn charge_memo(&mut self) -> Result<(), Fail> {
+        if self.memo.bytes > self.memo_charged {
+            return self.charge_memo_chunks();
+        }
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn charge_memo_chunks(&mut self) -> Result<(), Fail> {
+        let more = self.memo.bytes - self.memo_charged;
+        self.memo_charged = self.memo.bytes;
+        self.charge(more)
+    }
+
+    /// Charges `bytes` to the builder; its refusal names the opcode being run.
+    #[cold]
+    #[inline(never)]
+    fn charge(&mut self, bytes: usize) -> Result<(), Fail> {
+        self.builder
+            .charge(bytes)
+            .map_err(|reason| self.limit(reason))
     }
 
     #[inline]

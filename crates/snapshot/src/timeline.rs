@@ -365,6 +365,7 @@ mod tests {
             let options = crate::LoadOptions {
                 progress: false,
                 timeline: true,
+                ..Default::default()
             };
             let r =
                 crate::load_with(std::path::Path::new(&format!("{root}/{file}")), options).unwrap();
