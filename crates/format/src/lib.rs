@@ -232,8 +232,11 @@ pub fn normalise(pieces: &[Piece<'_>]) -> String {
     out
 }
 
-/// Splits a format string into literal text and `{name:spec}` placeholders.
-fn pieces(text: &str) -> Vec<Piece<'_>> {
+/// Splits a format string ([`Shape::text`], [`Shape::label`]) into literal text and
+/// `{name:spec}` placeholders.
+///
+/// Panics on an unclosed `{` or a lone `}`: shape texts are part of the program.
+pub fn pieces(text: &str) -> Vec<Piece<'_>> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
