@@ -463,3 +463,19 @@ fn helpers_and_their_prints_are_found() {
             .contains("layer_helpers.py block module_helpers")
     );
 }
+
+#[test]
+fn every_shape_is_listed_under_a_group_of_the_skill() {
+    let ids: Vec<&str> = memprints_codemod::instrument::GROUPS
+        .iter()
+        .map(|g| g.id)
+        .collect();
+    for shape in SHAPES {
+        assert!(
+            ids.contains(&shape.group),
+            "shape `{}` names the group {}, which is not one of {ids:?}",
+            shape.name,
+            shape.group
+        );
+    }
+}
