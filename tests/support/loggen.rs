@@ -6,11 +6,15 @@
 //! with optional launcher prefixes, ANSI colours, CRLF, timestamps, prints glued together, garbage,
 //! duplicates, a cut-off last line and an OOM. Deterministic for a given seed. It counts what it
 //! wrote (`[rank=` tags, pipeline prints per rank) so tests can check the report against it.
+//! Every memory print is written by `memprints_format::fill`, so it is a line the templates
+//! print; only the garbage and the cut-off line are written by hand.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+
+use memprints_format::{Value, fill, shape};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prefix {
@@ -112,204 +116,182 @@ struct Mem {
 }
 
 impl Mem {
-    fn detail(&self) -> String {
-        format!(
-            "alloc={:.2} cached={:.2} non-pt={:.2}",
-            self.alloc, self.cached, self.non_pt
-        )
+    /// The `alloc=… cached=… non-pt=…` figures, as values.
+    fn detail(&self) -> [Value<'static>; 3] {
+        [self.alloc.into(), self.cached.into(), self.non_pt.into()]
     }
+}
+
+/// `[rank=R] setup_model | LABEL: DETAIL`.
+fn setup_line(name: &str, rank: u32, mem: &Mem) -> String {
+    let [a, c, n] = mem.detail();
+    fill(shape(name), &[rank.into(), a, c, n])
 }
 
 fn setup_lines(cfg: &LogConfig, rank: u32, out: &mut Vec<String>, mem: &mut Mem) {
     let r = rank;
-    out.push(format!(
-        "[rank={r}] init_process_group | cuda_ctx=0.52 after_nccl_world=1.10 nccl_world_cost=0.58"
+    out.push(fill(
+        shape("process_group"),
+        &[r.into(), 0.52.into(), 1.10.into(), 0.58.into()],
     ));
-    out.push(format!(
-        "[rank={r}] init_device_mesh | non-pt=1.40 mesh_cost=0.30"
+    out.push(fill(
+        shape("device_mesh"),
+        &[r.into(), 1.40.into(), 0.30.into()],
     ));
     mem.non_pt = 1.40;
-    out.push(format!(
-        "[rank={r}] setup_model | before model creation: {}",
-        mem.detail()
-    ));
+    out.push(setup_line("setup_before_model_creation", r, mem));
     let pp = rank / (cfg.world / cfg.pp);
     let chunk = 2.0 + 0.25 * f64::from(pp);
-    for (k, label) in ["after module[0] creation", "after module[1] creation"]
-        .iter()
-        .enumerate()
+    for (k, name) in [
+        "setup_after_module0_creation",
+        "setup_after_module1_creation",
+    ]
+    .iter()
+    .enumerate()
     {
         mem.alloc += chunk * (1.0 + k as f64 * 0.1);
-        out.push(format!(
-            "[rank={r}] setup_model | {label}: {}",
-            mem.detail()
-        ));
+        out.push(setup_line(name, r, mem));
     }
     mem.cached = 0.12;
-    out.push(format!(
-        "[rank={r}] setup_model | after init_weights: {}",
-        mem.detail()
-    ));
+    out.push(setup_line("setup_after_init_weights", r, mem));
     mem.alloc /= 2.0;
     mem.cached = 0.5;
-    out.push(format!(
-        "[rank={r}] setup_model | after apply_fsdp: {}",
-        mem.detail()
-    ));
+    out.push(setup_line("setup_after_apply_fsdp", r, mem));
     if cfg.checkpoint {
         let optim = mem.alloc * 2.0;
         mem.alloc += optim;
-        out.push(format!(
-            "[rank={r}] load_ckpt | optimizer state: {optim:.2} GiB (412 param entries) | {}",
-            mem.detail()
+        let [a, c, n] = mem.detail();
+        out.push(fill(
+            shape("checkpoint_load"),
+            &[r.into(), optim.into(), 412.into(), a, c, n],
         ));
     }
 }
 
 fn layer_lines(rank: u32, layer: u32, out: &mut Vec<String>, mem: &mut Mem, first_stage: bool) {
     let r = rank;
-    let probe = |out: &mut Vec<String>, label: &str, add: f64, mem: &mut Mem| {
-        mem.alloc += add;
-        out.push(format!("[rank={r}]   {label}: alloc={:.2}", mem.alloc));
+    // An `_lmem` probe: the shape's fields between the rank and `alloc`, and what it adds.
+    let probe =
+        |out: &mut Vec<String>, name: &str, between: &[Value<'_>], add: f64, mem: &mut Mem| {
+            mem.alloc += add;
+            let mut values = vec![r.into()];
+            values.extend_from_slice(between);
+            values.push(mem.alloc.into());
+            out.push(fill(shape(name), &values));
+        };
+    let saved_tensor = |out: &mut Vec<String>, tag: &str, tensor: &str, mb: f64| {
+        out.push(fill(
+            shape("saved_tensor_mb"),
+            &[
+                r.into(),
+                tag.into(),
+                tensor.into(),
+                "torch.bfloat16".into(),
+                mb.into(),
+            ],
+        ));
     };
+    let saved_summary = |out: &mut Vec<String>, activ: f64, weight: f64, count: u32| {
+        out.push(fill(
+            shape("saved_summary_mb"),
+            &[r.into(), activ.into(), weight.into(), count.into()],
+        ));
+    };
+    let l = Value::from(layer);
     if first_stage {
-        probe(out, "after prolog (embed_tokens)", 0.03, mem);
+        probe(out, "after_prolog", &[], 0.03, mem);
     }
+    probe(out, "stage1_before_compute", &[l], 0.0, mem);
+    probe(out, "stage1_after_compute", &[l], 0.09, mem);
     probe(
         out,
-        &format!("  layer{layer} stage1: before forward_stage1_compute"),
-        0.0,
-        mem,
-    );
-    probe(
-        out,
-        &format!("  layer{layer} stage1: after forward_stage1_compute (LN+Attn+LN+gate)"),
-        0.09,
-        mem,
-    );
-    probe(
-        out,
-        &format!("  layer{layer} stage1: after dispatch_prep  dispatch=(8192, 2048)"),
+        "stage1_after_dispatch",
+        &[l, "(8192, 2048)".into()],
         0.03,
         mem,
     );
-    out.push(format!("[rank={r}] layer{layer} stage1 saved tensors:"));
-    out.push(format!(
-        "[rank={r}]     saved (activ): (4096, 2048) torch.bfloat16 (16.0 MB)"
-    ));
-    out.push(format!(
-        "[rank={r}]     saved (weight): (2048,) torch.bfloat16 (0.0 MB)"
-    ));
-    out.push(format!(
-        "[rank={r}]     saved (activ): (4096, 32, 128) torch.bfloat16 (32.0 MB)"
-    ));
-    out.push(format!(
-        "[rank={r}]   activ=48.0 MB, weight=0.0 MB, total=3 tensors"
-    ));
+    out.push(fill(shape("saved_header"), &[r.into(), l, "stage1".into()]));
+    saved_tensor(out, "activ", "(4096, 2048)", 16.0);
+    saved_tensor(out, "weight", "(2048,)", 0.0);
+    saved_tensor(out, "activ", "(4096, 32, 128)", 32.0);
+    saved_summary(out, 48.0, 0.0, 3);
+    probe(out, "layer_after_stage1", &[l], 0.0, mem);
+    probe(out, "layer_after_stage2", &[l], 0.03, mem);
     probe(
         out,
-        &format!("layer{layer} after stage1 (forward_stage1: attn + gate + dispatch_prep)"),
+        "stage3_before_gather",
+        &[l, "(8192, 2048)".into()],
         0.0,
         mem,
     );
     probe(
         out,
-        &format!("layer{layer} after stage2 (dispatch a2a)"),
-        0.03,
-        mem,
-    );
-    probe(
-        out,
-        &format!("  layer{layer} stage3: before expand gather  gathered=(8192, 2048)"),
-        0.0,
-        mem,
-    );
-    probe(
-        out,
-        &format!("  layer{layer} stage3: after expand gather   expanded=(16384, 2048)"),
+        "stage3_after_gather",
+        &[l, "(16384, 2048)".into()],
         0.06,
         mem,
     );
     probe(
         out,
-        &format!("  layer{layer} stage3: after scatter      output_tokens=(16384, 2048)"),
+        "stage3_after_scatter",
+        &[l, "output_tokens".into(), "(16384, 2048)".into()],
+        0.06,
+        mem,
+    );
+    probe(out, "experts_input", &["x=(16384, 2048)".into()], 0.0, mem);
+    probe(
+        out,
+        "experts_step",
+        &["gate_proj  ".into(), "g=(16384, 768)".into()],
+        0.02,
+        mem,
+    );
+    probe(
+        out,
+        "experts_step",
+        &["up_proj    ".into(), "u=(16384, 768)".into()],
+        0.02,
+        mem,
+    );
+    probe(
+        out,
+        "experts_inner",
+        &["silu_mul   ".into(), "(16384, 768)".into()],
+        0.02,
+        mem,
+    );
+    probe(
+        out,
+        "experts_outer",
+        &["down_proj  ".into(), "(16384, 2048)".into()],
         0.06,
         mem,
     );
     probe(
         out,
-        "    experts: input             x=(16384, 2048)",
+        "stage3_after_experts",
+        &[l, "outs".into(), "(16384, 2048)".into()],
         0.0,
         mem,
     );
     probe(
         out,
-        "    experts: after gate_proj   g=(16384, 768)",
-        0.02,
-        mem,
-    );
-    probe(
-        out,
-        "    experts: after up_proj     u=(16384, 768)",
-        0.02,
-        mem,
-    );
-    probe(
-        out,
-        "    experts: after silu_mul    gu=(16384, 768)",
-        0.02,
-        mem,
-    );
-    probe(
-        out,
-        "    experts: after down_proj   out=(16384, 2048)",
-        0.06,
-        mem,
-    );
-    probe(
-        out,
-        &format!("  layer{layer} stage3: after experts      outs=(16384, 2048)"),
-        0.0,
-        mem,
-    );
-    probe(
-        out,
-        &format!("  layer{layer} stage3: after unshuffle    outs=(16384, 2048)"),
+        "stage3_after_unshuffle",
+        &[l, "(16384, 2048)".into()],
         -0.06,
         mem,
     );
-    out.push(format!("[rank={r}] layer{layer} stage3 saved tensors:"));
-    out.push(format!(
-        "[rank={r}]     saved (activ): (16384, 2048) torch.bfloat16 (64.0 MB)"
-    ));
-    out.push(format!(
-        "[rank={r}]     saved (weight): (128, 768, 2048) torch.bfloat16 (384.0 MB)"
-    ));
-    out.push(format!(
-        "[rank={r}]   activ=64.0 MB, weight=384.0 MB, total=2 tensors"
-    ));
-    probe(
-        out,
-        &format!("layer{layer} after stage3 (forward_stage3)"),
-        -0.1,
-        mem,
-    );
-    probe(
-        out,
-        &format!("layer{layer} after stage4 (combine a2a)"),
-        0.03,
-        mem,
-    );
-    probe(
-        out,
-        &format!("layer{layer} after stage5 (forward_stage5)"),
-        -0.05,
-        mem,
-    );
+    out.push(fill(shape("saved_header"), &[r.into(), l, "stage3".into()]));
+    saved_tensor(out, "activ", "(16384, 2048)", 64.0);
+    saved_tensor(out, "weight", "(128, 768, 2048)", 384.0);
+    saved_summary(out, 64.0, 384.0, 2);
+    probe(out, "layer_after_stage3", &[l], -0.1, mem);
+    probe(out, "layer_after_stage4", &[l], 0.03, mem);
+    probe(out, "layer_after_stage5", &[l], -0.05, mem);
     if !first_stage {
-        probe(out, "before epilog (norm + lm_head)", 0.0, mem);
-        probe(out, "after norm, before lm_head", 0.02, mem);
-        probe(out, "after lm_head", 0.5, mem);
+        probe(out, "before_epilog", &[], 0.0, mem);
+        probe(out, "after_norm", &[], 0.02, mem);
+        probe(out, "after_lm_head", &[], 0.5, mem);
     }
 }
 
@@ -322,19 +304,20 @@ fn pipeline_lines(
     first: bool,
 ) -> bool {
     let pp = rank / (cfg.world / cfg.pp);
-    let tag = format!("[rank={rank} pp={pp}]");
     let act = 0.8 + 0.1 * f64::from(pp);
     let m0 = mem.alloc;
-    let print = |out: &mut Vec<String>, label: String, mem: &Mem, delta: Option<String>| {
-        let d = delta.map(|d| format!(" ({d})")).unwrap_or_default();
-        out.push(format!(
-            "{tag} {label}: {:.2} GiB{d} | {}",
-            mem.alloc,
-            mem.detail()
-        ));
-    };
-    let plus = |mem: &Mem| format!("+{:.2}", mem.alloc - m0);
-    print(out, "Before pipeline".into(), mem, None);
+    // A DualPipeV print: its loop index or step count, the figure, and its delta when it has one.
+    let print =
+        |out: &mut Vec<String>, name: &str, at: Option<u32>, mem: &Mem, delta: Option<f64>| {
+            let mut values: Vec<Value<'_>> = vec![rank.into(), pp.into()];
+            values.extend(at.map(Value::from));
+            values.push(mem.alloc.into());
+            values.extend(delta.map(Value::from));
+            values.extend(mem.detail());
+            out.push(fill(shape(name), &values));
+        };
+    let plus = |mem: &Mem| Some(mem.alloc - m0);
+    print(out, "before_pipeline", None, mem, None);
     let (s1, s2, s3) = ((cfg.pp - pp - 1) * 2, pp + 1, cfg.pp - pp - 1);
     let s4 = (cfg.num_chunks + pp + 1).saturating_sub(cfg.pp * 2);
     let layer = 5 + pp;
@@ -343,67 +326,42 @@ fn pipeline_lines(
             layer_lines(rank, layer, out, mem, pp == 0);
         }
         mem.alloc += act;
-        print(out, format!("Step1 F0 i={i}"), mem, Some(plus(mem)));
+        print(out, "step1_f0", Some(i), mem, plus(mem));
     }
-    print(out, format!("After Step1 ({s1} F0)"), mem, Some(plus(mem)));
+    print(out, "after_step1", Some(s1), mem, plus(mem));
     for i in 0..s2 {
         mem.alloc += act;
-        print(
-            out,
-            format!("Step2 i={i} forward_chunk(0)"),
-            mem,
-            Some(plus(mem)),
-        );
+        print(out, "step2_forward_chunk0", Some(i), mem, plus(mem));
         if i == 0 && (first || cfg.detail_every_step) {
             layer_lines(rank, 40 - layer, out, mem, false);
         }
         mem.alloc += act;
-        print(
-            out,
-            format!("Step2 i={i} forward_chunk(1)"),
-            mem,
-            Some(plus(mem)),
-        );
+        print(out, "step2_forward_chunk1", Some(i), mem, plus(mem));
     }
-    print(
-        out,
-        format!("After Step2 ({s2} F0F1)"),
-        mem,
-        Some(plus(mem)),
-    );
+    print(out, "after_step2", Some(s2), mem, plus(mem));
     mem.cached = 1.0 + 0.2 * f64::from(pp);
     for i in 0..s3 {
         let ms3 = mem.alloc;
-        print(out, format!("Step3 i={i} before B1"), mem, None);
+        print(out, "step3_before_b1", Some(i), mem, None);
         if cfg.oom_rank == Some(rank) && first {
             return false;
         }
-        for (what, change) in [
-            ("after B1", -0.5 * act),
-            ("after W1", -0.5 * act),
-            ("after F1", act),
+        for (name, change) in [
+            ("step3_after_b1", -0.5 * act),
+            ("step3_after_w1", -0.5 * act),
+            ("step3_after_f1", act),
         ] {
             mem.alloc += change;
-            print(
-                out,
-                format!("Step3 i={i} {what}"),
-                mem,
-                Some(format!("delta={:+.2}", mem.alloc - ms3)),
-            );
+            print(out, name, Some(i), mem, Some(mem.alloc - ms3));
         }
     }
-    print(
-        out,
-        format!("After Step3 ({s3} B1W1F1)"),
-        mem,
-        Some(plus(mem)),
-    );
+    print(out, "after_step3", Some(s3), mem, plus(mem));
     for i in 0..s4 {
-        print(out, format!("Step4 i={i}"), mem, None);
+        print(out, "step4", Some(i), mem, None);
     }
-    print(out, format!("After Step4 ({s4} F0B1F1B0)"), mem, None);
+    print(out, "after_step4", Some(s4), mem, None);
     mem.alloc = m0;
-    print(out, "After Step8 (end of pipeline)".into(), mem, None);
+    print(out, "after_step8", None, mem, None);
     true
 }
 
@@ -557,14 +515,12 @@ pub fn write_log<W: Write>(cfg: &LogConfig, out: W) -> io::Result<LogCounts> {
                         "  File \"pithtrain/dualpipe/dualpipev.py\", line 612, in step".to_owned(),
                     );
                     lines.push("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which 1.12 GiB is free.".to_owned());
-                    lines.push(format!(
-                        "[rank={r}] Memory snapshot saved to /tmp/memory_snapshot_rank{r}.pickle"
-                    ));
+                    lines.push(fill(shape("snapshot_oom"), &[r.into(), "/tmp".into()]));
                 } else if step == 0 && r == 0 {
-                    lines.push(
-                        "[rank=0] Memory snapshot saved to /tmp/memory_snapshot_rank0_step0.pickle"
-                            .to_owned(),
-                    );
+                    lines.push(fill(
+                        shape("snapshot_step"),
+                        &[0.into(), "/tmp".into(), 0.into()],
+                    ));
                 }
                 if cfg.garbage && step == 0 {
                     let dup = lines[lines.len() / 2].clone();

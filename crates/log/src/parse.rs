@@ -1,7 +1,8 @@
 //! One memory print (a slice starting at `[rank=`) → one [`Event`].
 //!
 //! Contract: [`parse_print`] returns `None` for anything that is not exactly one of the print
-//! formats of the add-memory-prints instrumentation (garbage, cut-off prints, unknown labels);
+//! formats of the add-memory-prints instrumentation (the shapes of `memprints-format`, which
+//! `tests/print_format.rs` fills and reads back here; garbage, cut-off prints, unknown labels);
 //! the caller counts those as unparsed. Sizes come back in bytes, converted from the printed
 //! decimal text with integer arithmetic (`GiB × 1024³`, `MB × 1024²`, rounded half away from
 //! zero), so `12.34` GiB is always the same number of bytes. Trailing whitespace is ignored, and

@@ -32,7 +32,7 @@ impl Placed {
         Placed {
             group: group.id,
             what: crate::template::fill(group.summary, &words),
-            labels: group.labels.iter().map(|l| l.to_string()).collect(),
+            labels: group.labels().iter().map(|l| l.to_string()).collect(),
         }
     }
 }

@@ -31,7 +31,6 @@ pub const GROUP: Group = Group {
     id: "6",
     target: Target::PretrainLm,
     summary: "optimizer-state print after dcp.load in load_checkpoint",
-    labels: &["load_ckpt | optimizer state:"],
     template: CHECKPOINT,
     markers: &[Marker::once("after_load")],
     insert,

@@ -39,10 +39,6 @@ pub const GROUP: Group = Group {
     id: "2",
     target: Target::Distributed,
     summary: "probes around init_process_group and init_device_mesh",
-    labels: &[
-        "init_process_group | cuda_ctx= after_nccl_world= nccl_world_cost=",
-        "init_device_mesh | non-pt= mesh_cost=",
-    ],
     template: DISTRIBUTED,
     markers: &[
         Marker::once("before_init_process_group"),

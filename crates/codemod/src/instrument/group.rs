@@ -22,8 +22,6 @@ pub struct Group {
     /// What it adds where, in a few words, for `add`'s summary; UPPER_CASE words are filled from
     /// what [`Self::insert`] returns.
     pub summary: &'static str,
-    /// The log labels its prints produce, as `add`'s summary lists them.
-    pub labels: &'static [&'static str],
     /// The Python it inserts. Everything `remove` and `status` recognise of the group is read
     /// off this template (see [`super::vocabulary`]).
     pub template: TemplateFile,
@@ -31,6 +29,14 @@ pub struct Group {
     pub markers: &'static [Marker],
     /// Plans the group's edits on its target file.
     pub insert: fn(&mut FileEdits, &Params) -> Result<Words>,
+}
+
+impl Group {
+    /// The log labels its prints produce, as `add`'s summary lists them: read off the printed
+    /// format's spec ([`memprints_format::listed`]).
+    pub fn labels(&self) -> Vec<&'static str> {
+        memprints_format::listed(self.id)
+    }
 }
 
 /// A block of a group's template that `add` places a fixed number of times, so `status` can

@@ -41,7 +41,6 @@ pub const GROUP: Group = Group {
     id: "5A",
     target: Target::Execution,
     summary: "per-stage probes and saved-tensor profiles in layer_forward",
-    labels: &["layerN after stage1..5", "layerN stageK saved tensors:"],
     template: LAYER_FORWARD,
     markers: &[
         Marker::once("preamble"),

@@ -40,7 +40,6 @@ pub const GROUP: Group = Group {
     id: "1B",
     target: Target::Execution,
     summary: "_SavedTensorsProfiler and _lmem after the imports",
-    labels: &[],
     template: LAYER_HELPERS,
     markers: &[Marker::once("module_helpers")],
     insert,

@@ -54,13 +54,6 @@ pub const GROUP: Group = Group {
     id: "5B-5E",
     target: Target::Model,
     summary: "probes in DECODER.forward_stage1/3, EXPERTS.forward, MODEL.forward_prolog/epilog",
-    labels: &[
-        "layerN stage1: ...",
-        "layerN stage3: ...",
-        "experts: ...",
-        "after prolog",
-        "before epilog / after norm / after lm_head",
-    ],
     template: LAYER_INTERNALS,
     markers: &[
         Marker::times("layer_preamble", 2),

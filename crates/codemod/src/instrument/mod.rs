@@ -1,8 +1,9 @@
 //! The instrumentation: the skill's groups, and the three things done with them.
 //!
-//! Each group is one module with its [`Group`] spec (id, target file, summary, log labels,
-//! template, status markers, insert function) and one template in `templates/`; [`GROUPS`]
-//! lists them in the skill's order. From that list:
+//! Each group is one module with its [`Group`] spec (id, target file, summary, template, status
+//! markers, insert function; its log labels come from the printed format's spec,
+//! `memprints-format`) and one template in `templates/`; [`GROUPS`] lists them in the skill's
+//! order. From that list:
 //!
 //! - [`add`] plans every group's edits in memory and checks each rewritten file;
 //! - [`strip`] takes the instrumentation out of a file again, recognising it by the

@@ -43,18 +43,6 @@ pub const GROUP: Group = Group {
     id: "4",
     target: Target::DualPipeV,
     summary: "prints around steps 1-4 and after step 8 in DualPipeV.step",
-    labels: &[
-        "Before pipeline",
-        "Step1 F0 i=",
-        "After Step1",
-        "Step2 i= forward_chunk(0|1)",
-        "After Step2",
-        "Step3 i= before B1/after B1/after W1/after F1",
-        "After Step3",
-        "Step4 i=",
-        "After Step4",
-        "After Step8 (end of pipeline)",
-    ],
     template: PIPELINE,
     markers: &[
         Marker::once("before_pipeline"),

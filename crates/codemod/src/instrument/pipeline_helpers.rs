@@ -33,7 +33,6 @@ pub const GROUP: Group = Group {
     id: "1A",
     target: Target::DualPipeV,
     summary: "_mem_gb/_mem_detail before class DualPipeV; memory_profiling flag in __init__",
-    labels: &[],
     template: PIPELINE_HELPERS,
     markers: &[Marker::once("module_helpers"), Marker::once("init_flag")],
     insert,

@@ -33,13 +33,6 @@ pub const GROUP: Group = Group {
     id: "3",
     target: Target::Training,
     summary: "five _setup_mem probes in setup_model",
-    labels: &[
-        "setup_model | before model creation:",
-        "setup_model | after module[0] creation:",
-        "setup_model | after module[1] creation:",
-        "setup_model | after init_weights:",
-        "setup_model | after apply_fsdp:",
-    ],
     template: SETUP,
     markers: &[
         Marker::once("before_model_creation"),

@@ -26,7 +26,6 @@ pub const GROUP: Group = Group {
     id: "1C",
     target: Target::Training,
     summary: "_setup_mem before def setup_model",
-    labels: &[],
     template: SETUP_HELPERS,
     markers: &[Marker::once("module_helpers")],
     insert,

@@ -40,7 +40,6 @@ pub const GROUP: Group = Group {
     id: "7",
     target: Target::PretrainLm,
     summary: "first-step snapshot around model.step in train_step",
-    labels: &["Memory snapshot saved to <dir>/memory_snapshot_rank<R>_step<S>.pickle"],
     template: SNAPSHOT,
     markers: &[
         Marker::once("first_step_state"),
