@@ -25,6 +25,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use regex::Regex;
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::parse::PipelineKind;
@@ -64,7 +65,7 @@ impl Default for EstimateOptions {
 }
 
 /// A run's `estimate` section.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct EstimateSection {
     /// The PithTrain tree whose estimator ran (or was looked for); `None` when none was found.
     pub tree: Option<String>,
@@ -77,7 +78,7 @@ pub struct EstimateSection {
 }
 
 /// One pp rank: the global rank whose prints stand for it, and the comparison.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RankEstimate {
     /// The global rank whose prints were compared.
     pub rank: u32,
