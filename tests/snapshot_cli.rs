@@ -1,5 +1,7 @@
 //! `memprints snapshot` on the synthetic snapshots of tests/gen_snapshots.py.
 
+mod support;
+
 use assert_cmd::Command;
 use serde_json::Value;
 
@@ -230,12 +232,39 @@ fn no_input_is_an_error() {
     );
 }
 
+fn schema() -> Value {
+    let text = std::fs::read_to_string(support::root().join("schema/snapshot.schema.json"))
+        .expect("schema file");
+    serde_json::from_str(&text).expect("schema is JSON")
+}
+
+fn assert_matches_schema(v: &Value) {
+    let errors = support::schema::validate(&schema(), v);
+    assert!(
+        errors.is_empty(),
+        "schema violations:\n{}",
+        errors.join("\n")
+    );
+}
+
+/// `snapshot diff A B --format json`, which exits 0.
+fn diff_json(a: &str, b: &str) -> Value {
+    let out = memprints()
+        .args(["snapshot", "diff", a, b, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Every key of the JSON output is declared in schema/snapshot.schema.json and vice versa.
 #[test]
 fn json_keys_match_the_schema() {
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string("schema/snapshot.schema.json").unwrap())
-            .unwrap();
+    let schema = schema();
     let keys = |v: &Value| {
         let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         k.sort();
@@ -244,22 +273,77 @@ fn json_keys_match_the_schema() {
     let declared = |def: &str| keys(&schema["$defs"][def]["properties"]);
     let v = json(&[&format!("{DATA}/basic_p4.pickle")]);
     let s = &v["snapshots"][0];
-    assert_eq!(keys(s), declared("snapshot"));
-    assert_eq!(keys(&s["devices"][0]), declared("device"));
-    assert_eq!(keys(&s["top_stacks"][0]), declared("stack_group"));
-    assert_eq!(keys(&s["ooms"][0]), declared("oom"));
+    assert_eq!(keys(&v), declared("SnapshotReport"));
+    assert_eq!(keys(s), declared("Snapshot"));
+    assert_eq!(keys(&s["devices"][0]), declared("Device"));
+    assert_eq!(keys(&s["top_stacks"][0]), declared("StackGroup"));
+    assert_eq!(keys(&s["ooms"][0]), declared("OomEvent"));
+    let d = diff_json(
+        &format!("{DATA}/diff_a.pickle"),
+        &format!("{DATA}/diff_b.pickle"),
+    );
+    assert_eq!(keys(&d), declared("DiffReport"));
+    assert_eq!(keys(&d["diff"]), declared("SnapshotDiff"));
+    assert_eq!(keys(&d["diff"]["at_peak"][0]), declared("DiffRow"));
+}
+
+/// The JSON of every kept snapshot, synthetic and real, of a failed input and of a diff
+/// validates against schema/snapshot.schema.json.
+#[test]
+fn every_kept_snapshot_matches_the_schema() {
+    let inputs = [
+        "basic_p2.pickle",
+        "basic_p4.pickle",
+        "basic_p5.pickle",
+        "legacy_p2.pickle",
+        "diff_a.pickle",
+        "diff_b.pickle",
+        "fuzz/extreme_times.pickle",
+        "ranks",
+    ]
+    .map(|p| format!("{DATA}/{p}"));
+    let mut args: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    args.extend([
+        "tests/data/e2e/qwen3-tiny-pp1-instr-rank0-step0.pickle.gz",
+        "tests/data/e2e/dsv2-tiny-pp1-instr-rank0-step0.pickle.gz",
+        "--top",
+        "100",
+    ]);
+    let v = json(&args);
+    assert_eq!(v["snapshots"].as_array().unwrap().len(), 12);
+    assert_matches_schema(&v);
+
     let out = memprints()
-        .args([
-            "snapshot",
-            "diff",
-            &format!("{DATA}/diff_a.pickle"),
-            &format!("{DATA}/diff_b.pickle"),
-            "--format",
-            "json",
-        ])
+        .args(["snapshot", &format!("{DATA}/basic_p4.pickle")])
+        .arg(format!("{DATA}/hostile/truncated.pickle"))
+        .args(["--format", "json"])
         .output()
         .unwrap();
-    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(keys(&d["diff"]), declared("diff"));
-    assert_eq!(keys(&d["diff"]["at_peak"][0]), declared("diff_row"));
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["errors"].as_array().unwrap().len(), 1);
+    assert_matches_schema(&v);
+
+    assert_matches_schema(&diff_json(
+        &format!("{DATA}/diff_a.pickle"),
+        &format!("{DATA}/diff_b.pickle"),
+    ));
+}
+
+#[test]
+fn the_schema_check_rejects_a_snapshot_that_breaks_the_schema() {
+    let mut v = json(&[&format!("{DATA}/basic_p4.pickle")]);
+    v["snapshots"][0]["surprise"] = Value::from(1);
+    v["snapshots"][0]["devices"][0]["peak_time_us"] = Value::from("soon");
+    v["snapshots"][0]["top_stacks"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("frame");
+    v["schema_version"] = Value::from(1);
+    let errors = support::schema::validate(&schema(), &v);
+    // The report fails on all four; the diff alternative of `oneOf` fails on its own.
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    let report = &schema()["$defs"]["SnapshotReport"];
+    let errors = support::schema::validate_against(&schema(), report, &v);
+    assert_eq!(errors.len(), 4, "{errors:#?}");
 }

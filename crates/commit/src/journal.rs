@@ -9,6 +9,7 @@
 //! When recovery finds a file it must not touch, it writes that file's old bytes out to
 //! `.memprints/before/<path>` for the user to copy back; they go when the record does.
 
+use std::fmt::Write as _;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -59,9 +60,15 @@ pub(crate) struct Journal {
     pub entries: Vec<Entry>,
 }
 
-/// The SHA-256 of `bytes`, in hex.
+/// The SHA-256 of `bytes`, in lowercase hex (64 digits).
 pub(crate) fn sha256(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
+    // sha2 0.11's digest has no `LowerHex`; the digits are written one byte at a time.
+    Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
 }
 
 impl Journal {
@@ -175,5 +182,23 @@ impl Journal {
             fs::remove_dir_all(&before).map_err(|e| fsio::error(&before, e))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sha256;
+
+    /// Journals written before keep matching: the FIPS 180-2 vectors, as lowercase hex.
+    #[test]
+    fn sha256_is_the_standard_digest_in_lowercase_hex() {
+        assert_eq!(
+            sha256(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

@@ -24,6 +24,7 @@
 //! the prints round to 0.01 GiB (10.7 MiB), and a real run's GiB-scale figures pass the 10 %
 //! long before the floor.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::figures::Estimate;
@@ -85,7 +86,7 @@ impl Measured {
 }
 
 /// When a difference counts as off.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
 pub struct Tolerance {
     /// Of the measured figure, as a fraction (0.10 = 10 %).
     pub relative: f64,
@@ -119,7 +120,7 @@ impl Tolerance {
 }
 
 /// Which way an off figure leans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     /// The estimate is higher than the measurement.
@@ -129,7 +130,7 @@ pub enum Direction {
 }
 
 /// Both sides of one figure. Absent sides are null ("not measured", "not estimated"), never 0.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
 pub struct Pair {
     /// The estimator's figure; `None`: not estimated.
     pub estimated_bytes: Option<i64>,
@@ -175,7 +176,7 @@ impl Pair {
 }
 
 /// One row of the event table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct EventRow {
     /// The pipeline print's label; null for an estimator event no print sees.
     pub print: Option<String>,
@@ -196,7 +197,7 @@ pub struct EventRow {
 }
 
 /// What a component row measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Component {
     /// The estimator's parameters of both modules plus FSDP shards, against allocated after
@@ -220,7 +221,7 @@ pub enum Component {
 }
 
 /// One row of the component table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct ComponentRow {
     /// What the row measures.
     pub component: Component,
@@ -232,7 +233,7 @@ pub struct ComponentRow {
 }
 
 /// Where each side puts the peak, and both values.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct PeakRow {
     /// The label of the estimator's peak event.
     pub estimator_event: String,
@@ -249,7 +250,7 @@ pub struct PeakRow {
 }
 
 /// One figure beyond the tolerance.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct OffFigure {
     /// `peak`, a component's label or a print's label.
     pub what: String,
@@ -262,7 +263,7 @@ pub struct OffFigure {
 }
 
 /// The rank's verdict: which figures are off, and one line saying so.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Verdict {
     /// No paired figure is off.
     pub within_tolerance: bool,
@@ -275,7 +276,7 @@ pub struct Verdict {
 }
 
 /// The `estimate` section for one pp rank.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct RankComparison {
     /// The pp rank compared.
     pub pp_rank: u32,

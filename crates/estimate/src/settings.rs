@@ -135,7 +135,7 @@ pub struct Overrides {
 }
 
 /// Everything the estimator is run with.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct RunSettings {
     /// The model's config.json, checked to exist.
     pub model_config: PathBuf,

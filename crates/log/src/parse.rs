@@ -28,7 +28,7 @@ pub struct Detail {
 }
 
 /// Where in DualPipeV's schedule a pipeline print sits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PipelineKind {
     /// `Before pipeline`.

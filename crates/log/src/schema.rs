@@ -1,5 +1,5 @@
-//! The report's data: the types `memprints report --format json` serialises, as documented by
-//! `schema/report.schema.json`.
+//! The report's data: the types `memprints report --format json` serialises;
+//! `schema/report.schema.json` is generated from them (their doc comments are its descriptions).
 //!
 //! Contract: these are plain data. the fold (`fold::builder`) fills them from the log, `fold::summary`
 //! adds peaks, breakdowns and the cross-rank summary, `joined` the one view of a run's
@@ -8,8 +8,8 @@
 //! order is the JSON's key order: a change here is a change of the schema, and bumps
 //! [`SCHEMA_VERSION`] when it is incompatible.
 
+use schemars::JsonSchema;
 use serde::Serialize;
-use serde::ser::SerializeStruct;
 
 use super::parse::PipelineKind;
 use memprints_estimate::compare::RankComparison;
@@ -23,9 +23,10 @@ pub const SCHEMA_VERSION: u32 = 3;
 ///
 /// `R` is what stands for a rank: [`RankReport`], or for a renderer that prepares ranks ahead
 /// (e.g. each rank's JSON, made on all cores) that form instead ([`Report::try_map_ranks`]).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Report<R = RankReport> {
-    /// [`SCHEMA_VERSION`].
+    /// The version of this schema ([`SCHEMA_VERSION`]).
+    #[schemars(extend("const" = SCHEMA_VERSION))]
     pub schema_version: u32,
     /// The files read, in order (directories expanded).
     pub inputs: Vec<String>,
@@ -77,7 +78,7 @@ impl<R> Report<R> {
 }
 
 /// A file of a directory that `report` did not read as a log.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SkippedInput {
     /// The file.
     pub path: String,
@@ -87,7 +88,7 @@ pub struct SkippedInput {
 
 /// One run: one launch of the training, from one file or several (one per node). `R` stands for
 /// a rank, as in [`Report`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Run<R = RankReport> {
     /// Named after its sources (`node0.log + node1.log`, `run.log, launch 2`).
     pub name: String,
@@ -110,7 +111,7 @@ pub struct Run<R = RankReport> {
 }
 
 /// The memory prints of one run.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct RunStats {
     /// `[rank=` tags of this run (every rank, whatever `--rank` says).
     pub memory_lines: u64,
@@ -125,7 +126,7 @@ pub struct RunStats {
 }
 
 /// Counts over everything read, whatever `--rank` says.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct Stats {
     /// Physical lines in all inputs; a last line without a newline counts.
     pub lines_read: u64,
@@ -155,7 +156,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// Aggregate of PithTrain's rank-0 step lines.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Training {
     /// Step lines read.
     pub steps_logged: u64,
@@ -176,7 +177,7 @@ pub struct Training {
 }
 
 /// The run died of a CUDA out-of-memory error.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Oom {
     /// Lines holding `CUDA out of memory`.
     pub lines: u64,
@@ -189,7 +190,7 @@ pub struct Oom {
 }
 
 /// Across ranks: each rank's pipeline peak, the peaks per pipeline stage, the imbalance.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct Summary {
     /// The rank with the highest pipeline peak (the lowest such rank on a tie).
     pub peak_rank: Option<u32>,
@@ -202,7 +203,7 @@ pub struct Summary {
 }
 
 /// One rank's pipeline peak.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RankPeak {
     /// The global rank.
     pub rank: u32,
@@ -219,7 +220,7 @@ pub struct RankPeak {
 }
 
 /// The pipeline peaks of one stage's ranks.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StagePeak {
     /// The pipeline stage.
     pub pp: u32,
@@ -232,7 +233,7 @@ pub struct StagePeak {
 }
 
 /// How far apart the busiest and the lightest pipeline stage peak.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Imbalance {
     /// The stage with the highest peak.
     pub highest_pp: u32,
@@ -249,7 +250,7 @@ pub struct Imbalance {
 }
 
 /// Everything one rank printed, in log order, with its peak and the breakdown at the peak.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct RankReport {
     /// The global rank.
     pub rank: u32,
@@ -288,7 +289,7 @@ pub struct RankReport {
 }
 
 /// Which setup step printed a [`SetupEntry`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SetupPhase {
     /// `init_process_group`: the CUDA context and the NCCL world.
@@ -300,7 +301,7 @@ pub enum SetupPhase {
 }
 
 /// One setup print.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SetupEntry {
     /// The setup step that printed it.
     pub phase: SetupPhase,
@@ -319,7 +320,7 @@ pub struct SetupEntry {
 }
 
 /// The `load_ckpt` print.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Checkpoint {
     /// The optimizer state loaded.
     pub optimizer_state: i64,
@@ -335,7 +336,7 @@ pub struct Checkpoint {
 
 /// One pipeline pass of a rank: its prints from one `Before pipeline` to the next (see
 /// `fold::passes`). `None` where the pass printed no such figure.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PassSummary {
     /// The pass's number, from 0.
     pub pass: u32,
@@ -410,26 +411,64 @@ impl PipelineEntry {
 
 impl Serialize for PipelineEntry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("PipelineEntry", 11)?;
-        st.serialize_field("pass", &self.pass)?;
-        st.serialize_field("kind", &self.kind)?;
-        st.serialize_field("step", &self.kind.step())?;
-        st.serialize_field("label", &self.label())?;
-        st.serialize_field("i", &self.i)?;
-        st.serialize_field("count", &self.count)?;
-        st.serialize_field("allocated", &self.allocated)?;
-        st.serialize_field("cached", &self.cached)?;
-        st.serialize_field("non_pytorch", &self.non_pytorch)?;
-        st.serialize_field("delta", &self.delta)?;
-        st.serialize_field("change", &self.change)?;
-        st.end()
+        PipelineEntryJson {
+            pass: self.pass,
+            kind: self.kind,
+            step: self.kind.step(),
+            label: self.label(),
+            i: self.i,
+            count: self.count,
+            allocated: self.allocated,
+            cached: self.cached,
+            non_pytorch: self.non_pytorch,
+            delta: self.delta,
+            change: self.change,
+        }
+        .serialize(s)
     }
+}
+
+impl JsonSchema for PipelineEntry {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PipelineEntry".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        PipelineEntryJson::json_schema(generator)
+    }
+}
+
+/// A [`PipelineEntry`] as JSON: its fields with the derived `step` and `label` after `kind`.
+#[derive(Serialize, JsonSchema)]
+struct PipelineEntryJson {
+    /// The pipeline pass it belongs to (`passes[].pass`).
+    pass: u32,
+    /// Where in DualPipeV's schedule the print sits.
+    kind: PipelineKind,
+    /// 0 before the pipeline, else the schedule step (1-8) of `kind`.
+    step: u8,
+    /// The print's label, as the instrumentation wrote it.
+    label: String,
+    /// The loop index `i=I`, for prints inside a loop.
+    i: Option<u32>,
+    /// `N` of `After StepK (N …)`.
+    count: Option<u32>,
+    /// Allocated.
+    allocated: i64,
+    /// Cached.
+    cached: i64,
+    /// Device memory outside PyTorch.
+    non_pytorch: i64,
+    /// As printed: `(+D)` against `Before pipeline`, `(delta=±D)` against `before B1`.
+    delta: Option<i64>,
+    /// Allocated minus the previous pipeline print's of this rank.
+    change: Option<i64>,
 }
 
 /// Memory outside PyTorch's allocator (`non-pt=`: the device's used memory minus what the
 /// allocator reserved) from the first pipeline print to the highest: CUDA context and NCCL
 /// buffers, but also what kernels and libraries allocate on their own while the step runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct NonPytorchGrowth {
     /// The first pipeline print (`Before pipeline`).
     pub from_label: String,
@@ -444,7 +483,7 @@ pub struct NonPytorchGrowth {
 }
 
 /// A rank's highest pipeline entry: the first of equal maxima, the moment it was reached.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Peak {
     /// Index into `pipeline`.
     pub index: usize,
@@ -460,7 +499,7 @@ pub struct Peak {
 
 /// Where the device memory went at the pipeline peak; the parts that were measured and
 /// `other_static` add up to `total`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Breakdown {
     /// Allocated at the last setup print (sharded weights and buffers), capped at
     /// `Before pipeline`; `None` when no setup print printed it.
@@ -482,7 +521,7 @@ pub struct Breakdown {
 }
 
 /// One detail-layer probe (`_lmem`) other than the experts internals.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LayerProbe {
     /// The pipeline pass it belongs to.
     pub pass: u32,
@@ -508,7 +547,7 @@ pub struct LayerProbe {
 }
 
 /// One experts-internals probe (`experts: …`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ExpertProbe {
     /// The pipeline pass it belongs to.
     pub pass: u32,
@@ -527,7 +566,7 @@ pub struct ExpertProbe {
 }
 
 /// The tensors one layer stage saved for backward.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SavedGroup {
     /// The pipeline pass it belongs to.
     pub pass: u32,
@@ -552,7 +591,7 @@ pub struct SavedGroup {
 }
 
 /// One saved tensor.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SavedTensor {
     /// A weight (`saved (weight)`) rather than an activation.
     pub weight: bool,
@@ -569,7 +608,7 @@ pub struct SavedTensor {
 }
 
 /// Where a saved tensor's size comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SizeFrom {
     /// The print's `B bytes`.
@@ -582,7 +621,7 @@ pub enum SizeFrom {
 }
 
 /// Where a saved-tensor group's sizes come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupSizeFrom {
     /// The summary line's `(B bytes)`.
@@ -596,7 +635,7 @@ pub enum GroupSizeFrom {
 }
 
 /// A memory snapshot file a rank said it wrote.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SnapshotFile {
     /// The path as printed.
     pub path: String,
@@ -609,7 +648,7 @@ pub struct SnapshotFile {
 
 /// One run's memory seen three ways: the step-0 prints, PithTrain's own per-step peak, and the
 /// step-0 memory snapshots (see `joined`).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct MemoryView {
     /// The highest pipeline print over all ranks.
     pub prints_peak: Option<PrintsPeak>,
@@ -620,7 +659,7 @@ pub struct MemoryView {
 }
 
 /// The highest pipeline print of a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PrintsPeak {
     /// The rank that printed it (the lowest on a tie).
     pub rank: u32,
@@ -636,7 +675,7 @@ pub struct PrintsPeak {
 /// `torch.cuda.max_memory_allocated()` over a whole `train_step` (pipeline, gradient clipping,
 /// optimizer step), the highest of all ranks; the prints sample allocated memory at the
 /// schedule points of the first step only.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StepsView {
     /// The first step line's step: the step the prints measured.
     pub profiled_step: u64,
@@ -654,7 +693,7 @@ pub struct StepsView {
 }
 
 /// A step-0 memory snapshot set beside the prints of its rank.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SnapshotView {
     /// The rank it belongs to (the printing rank, or `rank(\d+)` of a given file's name).
     pub rank: Option<u32>,
@@ -682,7 +721,7 @@ pub struct SnapshotView {
 }
 
 /// One group of blocks live at a snapshot's peak.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HeldBy {
     /// The group's key frame (`path:line function`).
     pub frame: String,
@@ -693,7 +732,7 @@ pub struct HeldBy {
 }
 
 /// The last memory figure a rank printed: where it was when the log ends (or the OOM hit).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LastPoint {
     /// The kind of print it came from.
     pub source: PointSource,
@@ -704,7 +743,7 @@ pub struct LastPoint {
 }
 
 /// The kind of print a [`LastPoint`] came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PointSource {
     /// A `setup_model` print.
@@ -720,7 +759,7 @@ pub enum PointSource {
 }
 
 /// A run's `estimate` section.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct EstimateSection {
     /// The PithTrain tree whose estimator ran (or was looked for); `None` when none was found.
     pub tree: Option<String>,
@@ -733,7 +772,7 @@ pub struct EstimateSection {
 }
 
 /// One pp rank: the global rank whose prints stand for it, and the comparison.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RankEstimate {
     /// The global rank whose prints were compared.
     pub rank: u32,

@@ -17,6 +17,7 @@
 
 pub mod escape;
 pub mod html;
+mod json_schema;
 pub mod numbers;
 pub mod report;
 pub mod snapshot;

@@ -35,6 +35,7 @@
 
 use foldhash::{HashMap, HashSet};
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::decode::{Action, BlockState, Frame, FrameTable, Snapshot, StackId, TraceEntry};
@@ -57,7 +58,7 @@ const CUBLAS_WORKSPACE_FUNCTIONS: [&str; 3] = [
 pub const NATIVE_ONLY: &str = "<native only, no Python frame>";
 
 /// Bytes live under one key frame.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct StackGroup {
     /// `path:line function` of the key frame.
     pub frame: String,
@@ -73,7 +74,7 @@ pub struct StackGroup {
 }
 
 /// An `oom` entry of a device trace, with the device's state at that moment.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct OomEvent {
     /// Index of the entry in the device trace.
     pub event_index: usize,

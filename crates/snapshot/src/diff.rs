@@ -8,12 +8,13 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::analyze::{DeviceReport, StackGroup};
 
 /// One key frame's bytes on both sides.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct DiffRow {
     /// The key frame (see [`super::analyze`]).
     pub frame: String,
@@ -30,7 +31,7 @@ pub struct DiffRow {
 }
 
 /// What changed from snapshot A to snapshot B.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SnapshotDiff {
     /// A's path.
     pub a: String,

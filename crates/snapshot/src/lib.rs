@@ -63,7 +63,7 @@ impl SnapshotReport {
 }
 
 /// A file that could not be read, reported next to those that could.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct FailedInput {
     /// The file, as given.
     pub path: String,

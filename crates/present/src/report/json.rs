@@ -4,7 +4,8 @@
 //! writes for the report, and a newline. On one line, the ranks of each run, nearly all of the
 //! bytes, are rendered on all cores first ([`Report::try_map_ranks`] into raw JSON values) and
 //! the document is then written around them: a rank's JSON on one line does not depend on where
-//! it sits, so the document is the same byte for byte.
+//! it sits, so the document is the same byte for byte. [`schema`] is the JSON Schema of that
+//! output, generated from the report's types (`schema/report.schema.json`).
 
 use std::io::{self, Write as _};
 
@@ -12,6 +13,25 @@ use rayon::prelude::*;
 use serde_json::value::RawValue;
 
 use memprints_log::Report;
+
+use crate::json_schema;
+
+/// What the report's JSON is, for the schema's readers; the types' doc comments say the rest.
+const DESCRIPTION: &str = "Output of `memprints report --format json`. All sizes are integers in \
+    bytes, converted from the printed GiB (×1024³) or MB (×1024², really MiB) and rounded half \
+    away from zero, or printed as bytes. A figure nobody measured is null, never 0. Fields are \
+    never removed within one schema_version; new optional fields may appear. Version 3: every \
+    pipeline pass of a rank (one per profiled step) is summarised under `passes`, and its \
+    `pipeline`, `layers`, `experts` and `saved_tensors` hold the passes kept in detail (the \
+    first, the highest, the last), each entry naming its `pass`. Version 2 (memprints 0.1, \
+    reporttruth): one entry per run under `runs`; version 1 had one run's fields at the top \
+    level.";
+
+/// The JSON Schema of what [`write`] writes (`schema/report.schema.json`).
+pub fn schema() -> schemars::Schema {
+    let root = json_schema::generator().into_root_schema_for::<Report>();
+    json_schema::document(root, "report.schema.json", "memprints report", DESCRIPTION)
+}
 
 /// Writes `report` as JSON and a newline (see the module doc).
 pub fn write(report: &Report, pretty: bool, out: impl io::Write) -> io::Result<()> {
