@@ -29,7 +29,7 @@ use memprints_snapshot::timeline::{Band, DeviceTimeline, Overview, PeakSegment};
 /// there is one, and it is grey.
 const BAND_COLORS: [&str; 12] = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#86bcb6", "#d37295", "#bab0ac",
+    "#9c755f", "#4b4b8f", "#d37295", "#bab0ac",
 ];
 
 fn band_color(bands: &[Band], k: usize) -> &'static str {
