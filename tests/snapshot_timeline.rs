@@ -99,6 +99,81 @@ fn the_timeline_zooms_to_the_peak_and_shows_its_stack_in_chromium() {
         detail.contains("after it: allocated 179.98 MiB"),
         "{detail}"
     );
+    // Allocated is drawn in owner bands that share out the peak exactly.
+    let bands: Vec<String> = serde_json::from_value(seen["bands"].clone()).unwrap();
+    assert!(
+        bands.iter().any(|b| b == "cuBLAS/cuBLASLt workspace"),
+        "{bands:?}"
+    );
+    assert!(
+        bands.iter().any(|b| b == "allocated before the trace"),
+        "{bands:?}"
+    );
+    let levels: Vec<f64> = serde_json::from_value(seen["band_levels"].clone()).unwrap();
+    assert_eq!(levels.iter().sum::<f64>(), peak_bytes as f64, "{seen}");
+    assert!(detail.contains("\nowner: "), "{detail}");
+    // No OOM in this snapshot: its empty segments were not "released before an OOM".
+    assert!(!html.contains("before an OOM"));
+    assert!(
+        html.contains("at 8318.7 ms from the first event"),
+        "time in ms"
+    );
+    assert!(
+        html.contains("<h4>Segments reserved at the peak</h4><p>50 segments, 196.00 MiB reserved")
+    );
+    assert_eq!(
+        html.matches("<g class=\"segment\"><title>segment 0x")
+            .count(),
+        50
+    );
+}
+
+/// Several ranks on one page: one y scale for all their timelines, each with its legend.
+#[test]
+fn the_ranks_timelines_share_one_scale() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let options = LoadOptions {
+        progress: false,
+        timeline: true,
+    };
+    let reports: Vec<SnapshotReport> = (0..3)
+        .map(|k| {
+            let file = format!("tests/data/snapshot/ranks/memory_snapshot_rank{k}_step0.pickle");
+            load_with(&root.join(file), options).unwrap()
+        })
+        .collect();
+    let html = render::html::report(&reports, &[], 10);
+    // The highest of the three ranks' reserved, on every chart.
+    let y_max = "\"y_max\":264241152";
+    assert_eq!(html.matches(y_max).count(), 3, "one scale");
+    assert_eq!(html.matches("<div class=\"mp-legend\">").count(), 3);
+    // Their snapshots hold OOMs: there the empty segments were released before one.
+    assert_eq!(html.matches("(released before an OOM)").count(), 3);
+}
+
+/// `snapshot diff --format html` draws who held the memory at each peak.
+#[test]
+fn the_diff_page_draws_the_owners_at_each_peak() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let load = |f: &str| memprints_snapshot::load(&root.join(f), false).unwrap();
+    let (a, b) = (
+        load(QWEN3),
+        load("tests/data/e2e/dsv2-tiny-pp1-instr-rank0-step0.pickle.gz"),
+    );
+    let d = memprints_snapshot::diff::diff(&a.path, a.primary(), &b.path, b.primary());
+    let html = render::html::diff(&d, 10);
+    assert!(
+        html.contains("<svg id=\"owners-chart\""),
+        "drawn, not only tabled"
+    );
+    // Two bars (A and B) of ten parts: nine owners and the rest.
+    assert_eq!(html.matches("class=\"segment\"").count(), 20);
+    assert!(html.contains("<title>A: cuBLAS/cuBLASLt workspace 64.00 MiB at the peak"));
+    assert!(html.contains("pithtrain/models/deepseek_v2.py"));
+    assert!(
+        !serde_json::to_string(&d).unwrap().contains("owners"),
+        "JSON unchanged"
+    );
 }
 
 /// A synthetic trace like `bench/snapshot.sh`'s: `n` alloc/free pairs over 2,000 stacks of 8 to

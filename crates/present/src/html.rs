@@ -29,7 +29,9 @@ color:#222;padding:0 1em}table{border-collapse:collapse;margin:.5em 0 1.2em;font
 th,td{border:1px solid #ddd;padding:2px 8px}th{background:#f4f4f4}td.num{text-align:right;\
 font-variant-numeric:tabular-nums}.note{padding:.5em 1em;border-left:4px solid}\
 .warning{border-color:#e0a000;background:#fff8e1}.error{border-color:#c62828;background:#fdecea}\
-svg.chart{max-width:100%;height:auto}h2{border-bottom:1px solid #ddd;padding-bottom:.2em}";
+svg.chart{max-width:100%;height:auto}h2{border-bottom:1px solid #ddd;padding-bottom:.2em}\
+nav.toc{font-size:14px;background:#f8f9fb;border:1px solid #e3e6ea;padding:.5em 1em;margin:1em 0}\
+nav.toc ul{margin:.2em 0;padding-left:1.3em}nav.toc li{margin:.1em 0}";
 
 const COMPACT_STYLESHEET: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:2px 10px;border-bottom:1px solid #ddd;\

@@ -12,6 +12,11 @@
     while (v >= 1024 && i < UNITS.length - 1) { v /= 1024; i++; }
     return (b < 0 ? '-' : '') + (i ? v.toFixed(2) : v.toFixed(0)) + ' ' + UNITS[i];
   }
+  // Time on the axis: milliseconds from the first event.
+  function ms(us) {
+    const v = us / 1e3;
+    return (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v >= 1 ? v.toFixed(2) : v.toFixed(3)) + ' ms';
+  }
   function duration(us) {
     if (us < 1e3) return us.toFixed(0) + ' µs';
     if (us < 1e6) return (us / 1e3).toFixed(2) + ' ms';
@@ -48,7 +53,8 @@
       this.detail = root.querySelector('.mp-detail');
       this.status = root.querySelector('.mp-status');
       this.axisSelect = root.querySelector('select');
-      this.axis = 'events';
+      this.axis = this.meta.has_times ? 'time' : 'events';
+      this.axisSelect.value = this.axis;
       this.view = this.full();
       this.d = null;
       this.hovered = null;
@@ -73,6 +79,12 @@
       const n = this.n, m = this.meta, sizes = this.sym.sizes;
       const kind = new Uint8Array(n), stack = new Uint32Array(n), size = new Float64Array(n);
       const x = new Float64Array(n), alloc = new Float64Array(n), res = new Float64Array(n);
+      // Per event the band it adds to or takes from, and the band a replace ends; per block of
+      // events the bands' levels before it, to replay any moment from.
+      const K = Math.max(1, m.bands.length), sb = this.sym.stack_bands;
+      const band = new Uint8Array(n), band2 = new Uint8Array(n), lv = new Float64Array(K);
+      const ck = new Float64Array(Math.ceil(n / BLOCK) * K);
+      lv[m.before_band] = m.start_allocated;
       let p = 0;
       const next = () => { let r = 0, s = 1, b; do { b = raw[p++]; r += (b & 127) * s; s *= 128; } while (b >= 128); return r; };
       let a = m.start_allocated, r = m.start_reserved, t = 0;
@@ -80,27 +92,63 @@
         const head = next(), k = head % 8, sz = sizes[next()];
         t += next();
         kind[i] = k; stack[i] = (head - k) / 8; size[i] = sz; x[i] = t;
-        if (k === 0) a += sz;
-        else if (k === 1) a -= sz;
+        if (i % BLOCK === 0) ck.set(lv, (i / BLOCK) * K);
+        if (k === 0) { a += sz; band[i] = sb[stack[i]]; lv[band[i]] += sz; }
+        else if (k === 1) { a -= sz; band[i] = next(); lv[band[i]] -= sz; }
         else if (k === 2) r += sz;
         else if (k === 3) r -= sz;
-        else if (k === 5) a += sz - sizes[next()];
+        else if (k === 5) {
+          const old = sizes[next()];
+          a += sz - old; band[i] = sb[stack[i]]; band2[i] = next();
+          lv[band[i]] += sz; lv[band2[i]] -= old;
+        }
         alloc[i] = a; res[i] = r;
       }
       const nb = Math.ceil(n / BLOCK);
       const bmin = new Float64Array(nb), bmax = new Float64Array(nb), brmax = new Float64Array(nb);
+      const barg = new Uint32Array(nb);
       for (let b = 0; b < nb; b++) {
-        let lo = Infinity, hi = -Infinity, rh = -Infinity;
+        let lo = Infinity, hi = -Infinity, rh = -Infinity, at = b * BLOCK;
         for (let i = b * BLOCK, e = Math.min(n, i + BLOCK); i < e; i++) {
           if (alloc[i] < lo) lo = alloc[i];
-          if (alloc[i] > hi) hi = alloc[i];
+          if (alloc[i] > hi) { hi = alloc[i]; at = i; }
           if (res[i] > rh) rh = res[i];
         }
-        bmin[b] = lo; bmax[b] = hi; brmax[b] = rh;
+        bmin[b] = lo; bmax[b] = hi; brmax[b] = rh; barg[b] = at;
       }
       const ooms = [];
       for (let i = 0; i < n; i++) if (kind[i] === 4) ooms.push(i);
-      this.d = { kind, stack, size, x, alloc, res, bmin, bmax, brmax, ooms };
+      this.d = { kind, stack, size, x, alloc, res, bmin, bmax, brmax, barg, ooms, band, band2, ck, K };
+    }
+    // The event with the most allocated in [ia, ib).
+    argmax(ia, ib) {
+      const d = this.d;
+      let best = ia, i = ia;
+      while (i < ib) {
+        if (i % BLOCK === 0 && i + BLOCK <= ib) {
+          const b = i / BLOCK;
+          if (d.bmax[b] > d.alloc[best]) best = d.barg[b];
+          i += BLOCK;
+        } else {
+          if (d.alloc[i] > d.alloc[best]) best = i;
+          i++;
+        }
+      }
+      return best;
+    }
+    // The bands' levels after event i (before the first event when i < 0).
+    levelsAt(i, out) {
+      const d = this.d, K = d.K;
+      if (i < 0) { out.fill(0); out[this.meta.before_band] = this.meta.start_allocated; return out; }
+      const b = Math.floor(i / BLOCK);
+      for (let k = 0; k < K; k++) out[k] = d.ck[b * K + k];
+      for (let j = b * BLOCK; j <= i; j++) {
+        const k = d.kind[j];
+        if (k === 0) out[d.band[j]] += d.size[j];
+        else if (k === 1) out[d.band[j]] -= d.size[j];
+        else if (k === 5) { out[d.band[j]] += d.size[j]; out[d.band2[j]] -= d.size[j] - (d.alloc[j] - (j ? d.alloc[j - 1] : this.meta.start_allocated)); }
+      }
+      return out;
     }
     // The first event at or after axis position v.
     indexAt(v) {
@@ -161,7 +209,8 @@
       this.plot = { L, T, W, H };
       const cols = this.columns(W);
       this.cols = cols;
-      let ymax = 1;
+      // One scale for every chart of the page.
+      let ymax = Math.max(1, this.meta.y_max || 0);
       for (const c of cols) ymax = Math.max(ymax, c[1], c[2]);
       ymax *= 1.06;
       const Y = v => T + H - v / ymax * H;
@@ -173,8 +222,25 @@
         g.strokeStyle = COLOR.grid; g.beginPath(); g.moveTo(L, y); g.lineTo(L + W, y); g.stroke();
         g.fillStyle = '#555'; g.textAlign = 'right'; g.fillText(bytes(v), L - 5, y + 4);
       }
-      g.fillStyle = COLOR.alloc;
-      for (let c = 0; c < W; c++) { const y = Y(cols[c][1]); g.fillRect(L + c, y, 1, T + H - y); }
+      if (this.d) {
+        // Each column at its highest moment, allocated stacked by owner band.
+        const K = this.d.K, lv = new Float64Array(K), colors = this.meta.band_colors;
+        for (let c = 0; c < W; c++) {
+          const [, , , ia, ib] = cols[c];
+          this.levelsAt(ib > ia ? this.argmax(ia, ib) : ia - 1, lv);
+          let base = 0;
+          for (let k = 0; k < K; k++) {
+            if (lv[k] <= 0) continue;
+            const y0 = Y(base), y1 = Y(base + lv[k]);
+            g.fillStyle = colors[k] || COLOR.alloc;
+            g.fillRect(L + c, y1, 1, y0 - y1);
+            base += lv[k];
+          }
+        }
+      } else {
+        g.fillStyle = COLOR.alloc;
+        for (let c = 0; c < W; c++) { const y = Y(cols[c][1]); g.fillRect(L + c, y, 1, T + H - y); }
+      }
       g.strokeStyle = COLOR.res; g.lineWidth = 1.5; g.beginPath();
       for (let c = 0; c < W; c++) { const y = Y(cols[c][2]); if (c) g.lineTo(L + c + 0.5, y); else g.moveTo(L + 0.5, y); }
       g.stroke();
@@ -190,10 +256,8 @@
       if (this.meta.peak_event !== null) mark(this.meta.peak_event, COLOR.peak, 'peak ' + this.meta.peak_label);
       if (this.hovered !== null) mark(this.hovered, COLOR.sel, '');
       g.textAlign = 'left';
-      g.fillStyle = COLOR.alloc; g.fillRect(4, cssH - 12, 9, 9);
-      g.fillStyle = '#333'; g.fillText('allocated', 16, cssH - 4);
-      g.fillStyle = COLOR.res; g.fillRect(4, cssH - 24, 9, 2);
-      g.fillText('reserved', 16, cssH - 19);
+      g.fillStyle = COLOR.res; g.fillRect(4, cssH - 12, 12, 2);
+      g.fillStyle = '#333'; g.fillText('reserved', 19, cssH - 7);
     }
     axisLabels(g, L, T, W, H) {
       g.fillStyle = '#555'; g.strokeStyle = '#888';
@@ -202,16 +266,16 @@
       for (let k = 0; k <= 5; k++) {
         const v = v0 + (v1 - v0) * k / 5, px = L + W * k / 5;
         let label;
-        if (this.axis === 'time') label = '+' + duration(v);
+        if (this.axis === 'time') label = ms(v);
         else {
           const i = Math.min(this.n - 1, Math.max(0, Math.floor(v)));
-          label = '#' + Math.floor(v) + (this.d && this.meta.has_times && this.n ? ' (+' + duration(this.d.x[i]) + ')' : '');
+          label = '#' + Math.floor(v) + (this.d && this.meta.has_times && this.n ? ' (' + ms(this.d.x[i]) + ')' : '');
         }
         g.textAlign = k === 0 ? 'left' : k === 5 ? 'right' : 'center';
         g.fillText(label, px, T + H + 14);
       }
       g.textAlign = 'center';
-      g.fillText(this.axis === 'time' ? 'time since the trace began' : 'events in order (time since the trace began)', L + W / 2, T + H + 27);
+      g.fillText(this.axis === 'time' ? 'ms from the first event' : 'events in order (ms from the first event)', L + W / 2, T + H + 27);
     }
     // The event a column stands for: the largest allocation or free in it, else the last before.
     pick(c) {
@@ -239,10 +303,12 @@
     }
     show(i) {
       const d = this.d, { frames, key } = this.stackOf(i);
-      const when = this.meta.has_times ? ' at +' + duration(d.x[i]) + ' into the trace' : '';
+      const when = this.meta.has_times ? ' at ' + ms(d.x[i]) + ' from the first event' : '';
+      const k = d.kind[i], owner = k === 0 || k === 1 || k === 5 ? 'owner: ' + this.meta.bands[d.band[i]] : null;
       const lines = [
-        ACTION[d.kind[i]] + ' ' + bytes(d.size[i]) + ' (' + d.size[i] + ' bytes), charted event #' + i + ' of ' + this.n + when,
+        ACTION[k] + ' ' + bytes(d.size[i]) + ' (' + d.size[i] + ' bytes), charted event #' + i + ' of ' + this.n + when,
         'after it: allocated ' + bytes(d.alloc[i]) + ', reserved ' + bytes(d.res[i]),
+        ...(owner ? [owner] : []),
         frames.length ? 'stack, innermost first (▶ the frame it is grouped by):' : 'no stack recorded',
       ];
       frames.forEach((f, k) => lines.push((k === key ? '▶ ' : '  ') + f));
@@ -314,17 +380,21 @@
     document.body.appendChild(out);
     Promise.all(charts.map(c => c.ready)).then(() => {
       const c = charts[0];
+      c.axis = 'events'; c.axisSelect.value = 'events'; c.view = c.full();
       c.zoomToPeak();
       const p = c.meta.peak_event, hovered = p === null ? null : c.hover(c.columnOf(p));
       const px = c.canvas.getContext('2d').getImageData(0, 0, c.canvas.width, c.canvas.height).data;
+      const rgb = c.meta.band_colors.map(h => parseInt(h.slice(1), 16));
       let painted = 0;
-      for (let i = 0; i < px.length; i += 4) if (px[i] === 0x4e && px[i + 1] === 0x79 && px[i + 2] === 0xa7) painted++;
+      for (let i = 0; i < px.length; i += 4) if (rgb.includes(px[i] << 16 | px[i + 1] << 8 | px[i + 2])) painted++;
       const stack = hovered === null ? null : c.stackOf(hovered);
       out.textContent = JSON.stringify({
         charts: charts.length, events: c.n, first_paint_ms: c.firstPaintMs, ready_ms: c.readyMs,
         painted_pixels: painted, view: c.view, peak_event: p, hovered,
         hovered_size: hovered === null ? null : c.d.size[hovered], hovered_allocated: hovered === null ? null : c.d.alloc[hovered],
         stack: stack && stack.frames, key_frame: stack && stack.key, detail: c.detail.textContent,
+        bands: c.meta.bands, y_max: c.meta.y_max,
+        band_levels: hovered === null ? null : Array.from(c.levelsAt(hovered, new Float64Array(c.d.K))),
       });
     }).catch(e => { out.textContent = JSON.stringify({ error: String(e) }); });
   }

@@ -6,8 +6,8 @@
 //! The flow: [`pickle`] reads bytes into values without executing anything → [`decode`] turns
 //! them into compact segments, trace entries and interned frames → [`analyze`] finds the peak,
 //! what was allocated, active and reserved there, the stacks live there and the OOMs →
-//! [`timeline`] packs a device's trace for the interactive chart → [`diff`] compares two
-//! snapshots. Saying it (text, JSON, HTML) is `memprints-present`'s job; [`compressed`] opens
+//! [`timeline`] packs a device's trace for the interactive chart, its memory coloured by
+//! [`owner`] (the library or model file that allocated it) → [`diff`] compares two snapshots. Saying it (text, JSON, HTML) is `memprints-present`'s job; [`compressed`] opens
 //! gzip, zstd and xz inputs, for the log reader too.
 //!
 //! # Entry point for other commands
@@ -22,6 +22,7 @@ pub mod budget;
 pub mod compressed;
 pub mod decode;
 pub mod diff;
+pub mod owner;
 pub mod pickle;
 pub mod timeline;
 

@@ -10,6 +10,13 @@
 //! The allocated bytes replay exactly as [`super::analyze`] counts them: a free takes back what
 //! its alloc added, and an alloc on a live address first ends the block there ([`Kind::Replace`]
 //! carries the size it ends), so the page's peak is the report's peak.
+//!
+//! Memory is also told apart by owner ([`super::owner`]), in at most [`MAX_BANDS`] bands: the
+//! owners with the most bytes at the peak, the rest as `other`. An alloc adds to its stack's
+//! band ([`Symbols::stack_bands`]); a free and a replace carry the band of the block they end
+//! (the alloc's, found by address; [`owner::BEFORE_TRACE`] for blocks older than the trace),
+//! so the bands sum to allocated at every event. Beside the trace: the reserved segments at the
+//! peak, with the traced blocks live in each.
 
 use std::io::Write;
 
@@ -17,9 +24,16 @@ use foldhash::HashMap;
 
 use super::analyze::{self, DeviceReport};
 use super::decode::{Action, Snapshot, StackId};
+use super::owner;
 
 /// Columns of the overview.
 pub const OVERVIEW_COLUMNS: usize = 1200;
+
+/// Most owner bands of a timeline, `other` included.
+pub const MAX_BANDS: usize = 12;
+
+/// The name of the band of the owners left out of the first [`MAX_BANDS`] − 1.
+pub const OTHER: &str = "other";
 
 /// What a packed event does, in its low 3 bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +75,31 @@ pub struct Symbols {
     pub key_frames: Vec<i64>,
     /// The distinct sizes, most frequent first.
     pub sizes: Vec<u64>,
+    /// Per stack id, the band its allocations count in (an index into the timeline's bands).
+    pub stack_bands: Vec<u32>,
+}
+
+/// One band of the timeline: an owner, or `other`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Band {
+    /// The owner ([`owner::owner`]) or [`OTHER`].
+    pub name: String,
+    /// Its bytes at the peak.
+    pub peak_bytes: u64,
+}
+
+/// A segment reserved at the peak.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PeakSegment {
+    /// Its device address.
+    pub address: u64,
+    /// Its size.
+    pub size: u64,
+    /// Bytes of the blocks allocated in the trace and live at the peak inside it (blocks older
+    /// than the trace have no known address and are not counted).
+    pub traced_bytes: u64,
+    /// The band with the most of those bytes, when any.
+    pub band: Option<u32>,
 }
 
 /// One device's packed trace.
@@ -90,34 +129,69 @@ pub struct DeviceTimeline {
     pub packed: Vec<u8>,
     /// [`Symbols`] as JSON, deflated (zlib).
     pub symbols: Vec<u8>,
+    /// The owner bands, most bytes at the peak first, `other` (when there is one) last.
+    pub bands: Vec<Band>,
+    /// The segments reserved at the peak, by address.
+    pub peak_segments: Vec<PeakSegment>,
+    /// The band of the blocks older than the trace (`start_allocated`).
+    pub before_band: u32,
 }
 
 impl DeviceTimeline {
     /// Packs the trace of `report`'s device.
     pub fn build(snapshot: &Snapshot, report: &DeviceReport) -> DeviceTimeline {
         let events = analyze::device_trace(snapshot, report.device);
-        let mut live: HashMap<u64, u64> = HashMap::default();
+        let mut live: HashMap<u64, (u64, u32)> = HashMap::default();
+        let mut live_at_peak: HashMap<u64, (u64, u32)> = HashMap::default();
+        // Raw owners: 0 is the owner of blocks older than the trace.
+        let mut owners: Vec<String> = vec![owner::BEFORE_TRACE.to_owned()];
+        let mut owner_ids: HashMap<String, u32> = HashMap::default();
+        owner_ids.insert(owner::BEFORE_TRACE.to_owned(), 0);
+        let mut stack_owner: HashMap<StackId, u32> = HashMap::default();
+        let mut owner_of = |stack: StackId| {
+            *stack_owner.entry(stack).or_insert_with(|| {
+                let frames = snapshot.frames.stack(stack);
+                let name = owner::owner(frames.map(|f| (&*f.filename, &*f.name))).into_owned();
+                let next = owners.len() as u32;
+                *owner_ids.entry(name.clone()).or_insert_with(|| {
+                    owners.push(name);
+                    next
+                })
+            })
+        };
         let mut size_counts: HashMap<u64, u32> = HashMap::default();
         let mut stack_ids: HashMap<StackId, u32> = HashMap::default();
         stack_ids.insert(0, 0);
         let mut stacks_used: Vec<StackId> = vec![0];
-        // (kind, stack, size, replaced size, time)
-        let mut kept: Vec<(Kind, u32, u64, u64, i64)> = Vec::new();
+        // (kind, stack, size, replaced size, time, raw owner added, raw owner of the block ended)
+        let mut kept: Vec<(Kind, u32, u64, u64, i64, u32, u32)> = Vec::new();
         let mut peak_event = None;
         for (i, e) in events.iter().enumerate() {
-            let (kind, size, replaced) = match e.action {
-                Action::Alloc => match live.insert(e.addr, e.size) {
-                    Some(old) => (Kind::Replace, e.size, old),
-                    None => (Kind::Alloc, e.size, 0),
-                },
-                Action::FreeRequested => (Kind::Free, live.remove(&e.addr).unwrap_or(e.size), 0),
-                Action::SegmentAlloc | Action::SegmentMap => (Kind::Reserve, e.size, 0),
-                Action::SegmentFree | Action::SegmentUnmap => (Kind::Release, e.size, 0),
-                Action::Oom => (Kind::Oom, e.size, 0),
+            let (kind, size, replaced, added, ended) = match e.action {
+                Action::Alloc => {
+                    let added = owner_of(e.stack);
+                    match live.insert(e.addr, (e.size, added)) {
+                        Some((old, ended)) => (Kind::Replace, e.size, old, added, ended),
+                        None => (Kind::Alloc, e.size, 0, added, 0),
+                    }
+                }
+                Action::FreeRequested => {
+                    let (size, ended) = live.remove(&e.addr).unwrap_or((e.size, 0));
+                    (Kind::Free, size, 0, 0, ended)
+                }
+                Action::SegmentAlloc | Action::SegmentMap => (Kind::Reserve, e.size, 0, 0, 0),
+                Action::SegmentFree | Action::SegmentUnmap => (Kind::Release, e.size, 0, 0, 0),
+                Action::Oom => (Kind::Oom, e.size, 0, 0, 0),
                 _ => {
+                    if report.peak_event_index == Some(i) {
+                        live_at_peak = live.clone();
+                    }
                     continue;
                 }
             };
+            if report.peak_event_index == Some(i) {
+                live_at_peak = live.clone();
+            }
             let stack = *stack_ids.entry(e.stack).or_insert_with(|| {
                 stacks_used.push(e.stack);
                 (stacks_used.len() - 1) as u32
@@ -126,7 +200,7 @@ impl DeviceTimeline {
             if kind == Kind::Replace {
                 *size_counts.entry(replaced).or_default() += 1;
             }
-            kept.push((kind, stack, size, replaced, e.time_us));
+            kept.push((kind, stack, size, replaced, e.time_us, added, ended));
             if report.peak_event_index.is_some_and(|p| p >= i) {
                 peak_event = Some(kept.len() - 1);
             }
@@ -140,6 +214,8 @@ impl DeviceTimeline {
             .collect();
 
         let start_allocated = report.live_before_trace_bytes;
+        let (bands, band_of) = bands(&owners, start_allocated, &kept, peak_event);
+        let peak_segments = peak_segments(snapshot, report, &live_at_peak, &band_of);
         let reserve_delta: i128 = kept
             .iter()
             .map(|k| match k.0 {
@@ -166,7 +242,7 @@ impl DeviceTimeline {
             (i128::from(start_allocated), i128::from(start_reserved));
         let mut x = 0u64;
         let mut peak_x_us = 0;
-        for (i, &(kind, stack, size, replaced, time)) in kept.iter().enumerate() {
+        for (i, &(kind, stack, size, replaced, time, _, ended)) in kept.iter().enumerate() {
             let t = if has_times {
                 (time.saturating_sub(t0).max(0) as u64).max(x)
             } else {
@@ -184,9 +260,13 @@ impl DeviceTimeline {
                 Kind::Alloc => allocated += i128::from(size),
                 Kind::Replace => {
                     varint(&mut raw, size_index[&replaced].into());
+                    varint(&mut raw, band_of[ended as usize].into());
                     allocated += i128::from(size) - i128::from(replaced);
                 }
-                Kind::Free => allocated -= i128::from(size),
+                Kind::Free => {
+                    varint(&mut raw, band_of[ended as usize].into());
+                    allocated -= i128::from(size);
+                }
                 Kind::Reserve => reserved += i128::from(size),
                 Kind::Release => reserved -= i128::from(size),
                 Kind::Oom => {}
@@ -204,8 +284,12 @@ impl DeviceTimeline {
             stacks: Vec::with_capacity(stacks_used.len()),
             key_frames: Vec::with_capacity(stacks_used.len()),
             sizes: sizes.iter().map(|s| s.0).collect(),
+            stack_bands: Vec::with_capacity(stacks_used.len()),
         };
         for &stack in &stacks_used {
+            symbols
+                .stack_bands
+                .push(stack_owner.get(&stack).map_or(0, |&o| band_of[o as usize]));
             let (frames, key) = names.whole((stack != 0).then_some(stack));
             let ids = frames
                 .into_iter()
@@ -238,8 +322,122 @@ impl DeviceTimeline {
             },
             packed: deflate(&raw),
             symbols: deflate(&json),
+            before_band: band_of[0],
+            bands,
+            peak_segments,
         }
     }
+}
+
+/// The bands of `owners` (raw ids as in `kept`): the [`MAX_BANDS`] − 1 with the most bytes at
+/// the peak, then [`OTHER`]; and the band of each raw owner.
+#[allow(clippy::type_complexity)]
+fn bands(
+    owners: &[String],
+    start_allocated: u64,
+    kept: &[(Kind, u32, u64, u64, i64, u32, u32)],
+    peak_event: Option<usize>,
+) -> (Vec<Band>, Vec<u32>) {
+    let mut at_peak = vec![0i128; owners.len()];
+    at_peak[0] = i128::from(start_allocated);
+    for &(kind, _, size, replaced, _, added, ended) in &kept[..peak_event.map_or(0, |p| p + 1)] {
+        let (size, replaced) = (i128::from(size), i128::from(replaced));
+        match kind {
+            Kind::Alloc => at_peak[added as usize] += size,
+            Kind::Replace => {
+                at_peak[added as usize] += size;
+                at_peak[ended as usize] -= replaced;
+            }
+            Kind::Free => at_peak[ended as usize] -= size,
+            _ => {}
+        }
+    }
+    let mut order: Vec<usize> = (0..owners.len()).collect();
+    order.sort_by(|&a, &b| {
+        at_peak[b]
+            .cmp(&at_peak[a])
+            .then_with(|| owners[a].cmp(&owners[b]))
+    });
+    let mut band_of = vec![0u32; owners.len()];
+    let mut bands: Vec<Band> = Vec::new();
+    let spill = order.len() > MAX_BANDS;
+    for (rank, &o) in order.iter().enumerate() {
+        let bytes = at_peak[o].max(0) as u64;
+        if spill && rank >= MAX_BANDS - 1 {
+            if rank == MAX_BANDS - 1 {
+                bands.push(Band {
+                    name: OTHER.to_owned(),
+                    peak_bytes: 0,
+                });
+            }
+            band_of[o] = (MAX_BANDS - 1) as u32;
+            bands[MAX_BANDS - 1].peak_bytes += bytes;
+        } else {
+            band_of[o] = bands.len() as u32;
+            bands.push(Band {
+                name: owners[o].clone(),
+                peak_bytes: bytes,
+            });
+        }
+    }
+    (bands, band_of)
+}
+
+/// The device's segments reserved at the peak (those at the end, with the trace after the
+/// peak undone), and the traced blocks live in each there.
+fn peak_segments(
+    snapshot: &Snapshot,
+    report: &DeviceReport,
+    live_at_peak: &HashMap<u64, (u64, u32)>,
+    band_of: &[u32],
+) -> Vec<PeakSegment> {
+    let mut segments: std::collections::BTreeMap<u64, u64> = snapshot
+        .segments
+        .iter()
+        .filter(|s| s.device == report.device)
+        .map(|s| (s.address, s.total_size))
+        .collect();
+    let events = analyze::device_trace(snapshot, report.device);
+    let after = report
+        .peak_event_index
+        .map_or(0, |p| p + 1)
+        .min(events.len());
+    for e in events[after..].iter().rev() {
+        match e.action {
+            Action::SegmentAlloc | Action::SegmentMap => {
+                segments.remove(&e.addr);
+            }
+            Action::SegmentFree | Action::SegmentUnmap => {
+                segments.insert(e.addr, e.size);
+            }
+            _ => {}
+        }
+    }
+    let mut used: HashMap<u64, (u64, HashMap<u32, u64>)> = HashMap::default();
+    for (&addr, &(size, owner)) in live_at_peak {
+        if let Some((&base, &len)) = segments.range(..=addr).next_back()
+            && addr < base + len
+        {
+            let u = used.entry(base).or_default();
+            u.0 += size;
+            *u.1.entry(band_of[owner as usize]).or_default() += size;
+        }
+    }
+    segments
+        .into_iter()
+        .map(|(address, size)| {
+            let (traced_bytes, band) = used.get(&address).map_or((0, None), |(bytes, by)| {
+                let top = by.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)));
+                (*bytes, top.map(|(&b, _)| b))
+            });
+            PeakSegment {
+                address,
+                size,
+                traced_bytes,
+                band,
+            }
+        })
+        .collect()
 }
 
 /// Builds an [`Overview`] of points added in x order over `0..=x_max`.
@@ -342,8 +540,14 @@ mod tests {
             next();
             match head & 7 {
                 0 => allocated += size,
-                1 => allocated -= size,
-                5 => allocated += size - sizes[next() as usize] as i128,
+                1 => {
+                    next();
+                    allocated -= size;
+                }
+                5 => {
+                    allocated += size - sizes[next() as usize] as i128;
+                    next();
+                }
                 _ => {}
             }
             if allocated > best.0 {
@@ -375,6 +579,16 @@ mod tests {
                 (r.primary().peak_allocated_bytes, t.peak_event),
                 "{file}"
             );
+            // The bands share out the peak, and the segments at the peak hold it.
+            let peak = r.primary().peak_allocated_bytes;
+            assert_eq!(
+                t.bands.iter().map(|b| b.peak_bytes).sum::<u64>(),
+                peak,
+                "{file}"
+            );
+            assert!(t.bands.len() <= MAX_BANDS, "{file}");
+            let reserved: u64 = t.peak_segments.iter().map(|s| s.size).sum();
+            assert_eq!(reserved, r.primary().peak_reserved_bytes, "{file}");
             // About 2 bytes an event once there are enough to compress.
             assert!(
                 t.events < 1000 || t.packed.len() < t.events * 3,

@@ -36,7 +36,7 @@ pub fn report(reports: &[SnapshotReport], top: usize) -> String {
 fn device(out: &mut String, d: &DeviceReport, top: usize) {
     let _ = writeln!(
         out,
-        "device {}: at the end reserved {}, allocated {}, active {}; free (cached) {}: {} stranded in {} partly used segments ({:.0}% of them), {} in {} empty segments (released before an OOM)",
+        "device {}: at the end reserved {}, allocated {}, active {}; free (cached) {}: {} stranded in {} partly used segments ({:.0}% of them), {} in {} empty segments{}",
         d.device,
         bytes(d.reserved_bytes),
         bytes(d.allocated_bytes),
@@ -46,7 +46,12 @@ fn device(out: &mut String, d: &DeviceReport, top: usize) {
         d.segments - d.empty_segments,
         d.fragmentation * 100.0,
         bytes(d.empty_segment_bytes),
-        d.empty_segments
+        d.empty_segments,
+        if d.ooms.is_empty() {
+            ""
+        } else {
+            " (released before an OOM)"
+        }
     );
     let at = match d.peak_event_index {
         Some(i) => format!("{} after event {i} of {}", peak_time(d), d.events),
