@@ -135,6 +135,7 @@ fn the_ranks_timelines_share_one_scale() {
     let options = LoadOptions {
         progress: false,
         timeline: true,
+        ..Default::default()
     };
     let reports: Vec<SnapshotReport> = (0..3)
         .map(|k| {
