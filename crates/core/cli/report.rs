@@ -257,7 +257,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         ranks: args.ranks.clone(),
         snapshots: args.snapshots.clone(),
         estimate,
-        max_memory: Some(args.memory.max_memory),
+        max_memory: args.memory.max_memory,
     };
     let report = run_report(&args.inputs, &opts)?;
     for note in &report.notes {

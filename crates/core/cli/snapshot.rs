@@ -39,9 +39,21 @@ pub struct SnapshotArgs {
 #[derive(Debug, Clone, Args)]
 pub struct MemoryArgs {
     /// Most memory reading snapshots may take, all files together (e.g. 512M, 1G, 1GiB or
-    /// bytes); a file that needs more is refused
-    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_max_memory)]
-    pub max_memory: u64,
+    /// bytes); a file that needs more is refused [default: 1GiB, and for each file at most 256
+    /// times its compressed size (32 times a plain one) or 192 MiB, whichever is more: a small
+    /// file that would need gigabytes is hostile. Give --max-memory to lift that]
+    #[arg(long, value_name = "SIZE", value_parser = parse_max_memory)]
+    pub max_memory: Option<u64>,
+}
+
+impl MemoryArgs {
+    /// The budget and whether each file is also held to its size cap (when not given).
+    pub fn budget(&self) -> (u64, bool) {
+        match self.max_memory {
+            Some(bytes) => (bytes, false),
+            None => (memprints_snapshot::budget::DEFAULT_MAX_MEMORY, true),
+        }
+    }
 }
 
 fn parse_max_memory(text: &str) -> Result<u64, String> {
@@ -118,7 +130,7 @@ fn execute(args: SnapshotArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         memory,
     }) = args.command
     {
-        return execute_diff(&a, &b, &output, memory.max_memory, out);
+        return execute_diff(&a, &b, &output, &memory, out);
     }
     if args.inputs.is_empty() {
         bail!("no snapshot given: pass one or more PICKLE files or folders");
@@ -127,10 +139,12 @@ fn execute(args: SnapshotArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     if paths.is_empty() {
         bail!("no *.pickle or *.pkl files in the given folders");
     }
+    let (max_memory, size_cap) = args.memory.budget();
     let options = LoadOptions {
         progress: true,
         timeline: args.output.format == Format::Html,
-        max_memory: args.memory.max_memory,
+        max_memory,
+        size_cap,
         // The renderers show the largest `top` stack groups of each device: a folder of
         // thousands of snapshots keeps no more.
         keep_stacks: Some(args.output.top),
@@ -177,13 +191,15 @@ fn execute_diff(
     a: &Path,
     b: &Path,
     wanted: &OutputArgs,
-    max_memory: u64,
+    memory: &MemoryArgs,
     out: &mut Output,
 ) -> anyhow::Result<ExitStatus> {
     // One after the other, each within the budget.
+    let (max_memory, size_cap) = memory.budget();
     let options = LoadOptions {
         progress: true,
         max_memory,
+        size_cap,
         ..LoadOptions::default()
     };
     let ra: SnapshotReport = load_with(a, options)?;

@@ -75,18 +75,16 @@ struct Wanted {
 
 /// Finds, reads and sets beside the prints every snapshot of every run (see the module doc).
 pub fn attach_snapshots(report: &mut Report, given: &[PathBuf]) {
-    attach_snapshots_within(
-        report,
-        given,
-        memprints_snapshot::budget::DEFAULT_MAX_MEMORY,
-    );
+    attach_snapshots_within(report, given, None);
 }
 
-/// [`attach_snapshots`], reading each snapshot within `max_memory` bytes (`--max-memory`).
-pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memory: u64) {
+/// [`attach_snapshots`], reading each snapshot within `max_memory` bytes (`--max-memory`); when
+/// none is given, within the default budget and each file's size cap.
+pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memory: Option<u64>) {
     let options = memprints_snapshot::LoadOptions {
         progress: true,
-        max_memory,
+        max_memory: max_memory.unwrap_or(memprints_snapshot::budget::DEFAULT_MAX_MEMORY),
+        size_cap: max_memory.is_none(),
         keep_stacks: Some(TOP_STACKS),
         ..memprints_snapshot::LoadOptions::default()
     };

@@ -128,12 +128,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     let mut report = builder.finish(read);
     report.skipped = skipped;
     report.notes = notes;
-    joined::attach_snapshots_within(
-        &mut report,
-        &opts.snapshots,
-        opts.max_memory
-            .unwrap_or(memprints_snapshot::budget::DEFAULT_MAX_MEMORY),
-    );
+    joined::attach_snapshots_within(&mut report, &opts.snapshots, opts.max_memory);
     if let Some(estimate) = &opts.estimate {
         estimate::attach(&mut report, estimate);
     }

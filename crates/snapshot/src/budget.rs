@@ -22,6 +22,10 @@ pub const DEFAULT_MAX_MEMORY: u64 = 1 << 30;
 /// tables (a few hundred KiB), rounded up.
 pub const BASE_CHARGE: u64 = 1 << 20;
 
+/// The least a file may take when [`size_cap`] applies: room for any real snapshot of a few
+/// MiB, and well under the 256 MiB a hostile one may make memprints use.
+pub const CAP_FLOOR: u64 = 192 << 20;
+
 /// A file's reservation is at least this, so that small files do not retry for want of room.
 const MIN_RESERVATION: u64 = 8 << 20;
 
@@ -79,6 +83,16 @@ pub fn reservation(file_bytes: u64, compressed: bool, budget: u64) -> u64 {
         .saturating_add(BASE_CHARGE)
         .max(MIN_RESERVATION)
         .min(budget)
+}
+
+/// The most a file of `file_bytes` on disk may take to read unless `--max-memory` was given:
+/// 256 times a compressed file, 32 times a plain one, at least [`CAP_FLOOR`]. A real
+/// snapshot's records and analysis take a few times its pickle, and a gzipped pickle is a
+/// tenth of it or more; a few hundred KiB that describe gigabytes (a memo of 67 million slots)
+/// are hostile, and are refused at the floor instead of growing to the budget.
+pub fn size_cap(file_bytes: u64, compressed: bool) -> u64 {
+    let factor = if compressed { 256 } else { 32 };
+    file_bytes.saturating_mul(factor).max(CAP_FLOOR)
 }
 
 /// The whole budget, shared by the files read at once. Reservations are granted first come,
@@ -227,6 +241,9 @@ mod tests {
     #[test]
     fn reservations_grow_with_the_file_within_the_budget() {
         assert_eq!(reservation(1000, false, 1 << 30), MIN_RESERVATION);
+        assert_eq!(size_cap(200 << 10, true), CAP_FLOOR);
+        assert_eq!(size_cap(100 << 20, true), 25_600 << 20);
+        assert_eq!(size_cap(100 << 20, false), 3_200 << 20);
         assert_eq!(
             reservation(100 << 20, false, 1 << 30),
             (200 << 20) + BASE_CHARGE

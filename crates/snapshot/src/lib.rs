@@ -137,6 +137,9 @@ pub struct LoadOptions {
     /// Keep only this many of each device's largest stack groups (what the renderers show),
     /// so that reports of many files stay small; all when `None`.
     pub keep_stacks: Option<usize>,
+    /// Also hold each file to [`budget::size_cap`] of its size (on when the budget is the
+    /// default; a `--max-memory` the user gave is taken as it is).
+    pub size_cap: bool,
 }
 
 impl Default for LoadOptions {
@@ -146,6 +149,7 @@ impl Default for LoadOptions {
             timeline: false,
             max_memory: budget::DEFAULT_MAX_MEMORY,
             keep_stacks: None,
+            size_cap: true,
         }
     }
 }
@@ -209,7 +213,8 @@ pub fn load_all(paths: &[PathBuf], options: LoadOptions) -> Vec<Result<SnapshotR
     let mut retry = retry.into_inner().unwrap_or_else(|e| e.into_inner());
     retry.sort_unstable();
     for i in retry {
-        results[i] = Some(load_metered(&paths[i], options, Meter::new(pool.total())));
+        let limit = capped(&paths[i], pool.total(), options);
+        results[i] = Some(load_metered(&paths[i], options, Meter::new(limit)));
     }
     results
         .into_iter()
@@ -217,18 +222,35 @@ pub fn load_all(paths: &[PathBuf], options: LoadOptions) -> Vec<Result<SnapshotR
         .collect()
 }
 
-/// The reservation of `path` in a pool of `total` bytes, from its size and name.
-fn estimate(path: &Path, total: u64) -> u64 {
+/// `path`'s size on disk and whether its name says it is compressed.
+fn size_of(path: &Path) -> (u64, bool) {
     let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
     let compressed = path
         .extension()
         .is_some_and(|e| e == "gz" || e == "zst" || e == "xz");
+    (bytes, compressed)
+}
+
+/// The reservation of `path` in a pool of `total` bytes, from its size and name.
+fn estimate(path: &Path, total: u64) -> u64 {
+    let (bytes, compressed) = size_of(path);
     budget::reservation(bytes, compressed, total)
 }
 
-/// [`load`], building what `options` ask for within `options.max_memory`.
+/// `limit`, held to `path`'s [`budget::size_cap`] when `options` say so.
+fn capped(path: &Path, limit: u64, options: LoadOptions) -> u64 {
+    if !options.size_cap {
+        return limit;
+    }
+    let (bytes, compressed) = size_of(path);
+    limit.min(budget::size_cap(bytes, compressed))
+}
+
+/// [`load`], building what `options` ask for within `options.max_memory` (and the file's
+/// [`budget::size_cap`] when `options.size_cap`).
 pub fn load_with(path: &Path, options: LoadOptions) -> Result<SnapshotReport, LoadError> {
-    load_metered(path, options, Meter::new(options.max_memory))
+    let limit = capped(path, options.max_memory, options);
+    load_metered(path, options, Meter::new(limit))
 }
 
 /// [`load_with`] against `meter`.
