@@ -15,6 +15,7 @@
 
 pub mod builder;
 pub mod chunked;
+pub mod diff;
 pub mod estimate;
 pub mod inputs;
 pub mod joined;
