@@ -318,15 +318,25 @@ pub fn text(summary: &Summary, width: Option<usize>, max_lines: usize) -> Vec<St
     for (n, run) in summary.runs.iter().enumerate() {
         let mut lines = Vec::new();
         if several {
-            lines.push(format!("Run {}: {}", n + 1, run.name));
+            let title = format!("Run {}: {}", n + 1, run.name);
+            match width {
+                Some(width) => lines.extend(
+                    textwrap::wrap(&title, width.max(20))
+                        .into_iter()
+                        .map(String::from),
+                ),
+                None => lines.push(title),
+            }
         }
         for line in &run.lines {
             let first = format!("  {:<w$} ", line.topic.name(), w = Topic::WIDTH);
             let text = format!("{first}{}", line.text);
             match width {
                 Some(width) => {
+                    // Never at a hyphen: `peak-gpu-memory` is a name.
                     let options = textwrap::Options::new(width.max(indent.len() + 20))
-                        .subsequent_indent(&indent);
+                        .subsequent_indent(&indent)
+                        .word_splitter(textwrap::WordSplitter::NoHyphenation);
                     lines.extend(textwrap::wrap(&text, options).into_iter().map(String::from));
                 }
                 None => lines.push(text),
@@ -355,4 +365,60 @@ pub fn text(summary: &Summary, width: Option<usize>, max_lines: usize) -> Vec<St
         out.extend(lines);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(runs: usize) -> Summary {
+        let run = |n: usize| RunSummary {
+            name: format!("node{n}.log"),
+            lines: vec![
+                Line {
+                    topic: Topic::Status,
+                    text: "3 steps logged (step 1 to 3 of 3), no out-of-memory error".to_owned(),
+                },
+                Line {
+                    topic: Topic::Peak,
+                    text: "11.42 GiB allocated on rank 2 (pp=1) at Step2 i=1 forward_chunk(1), \
+                           step 1; the device held 13.32 GiB"
+                        .to_owned(),
+                },
+            ],
+        };
+        Summary {
+            runs: (0..runs).map(run).collect(),
+        }
+    }
+
+    #[test]
+    fn lines_wrap_under_their_topic_with_a_hanging_indent() {
+        let lines = text(&summary(1), Some(60), MAX_LINES);
+        // Never broken at a hyphen.
+        assert_eq!(lines[0], "  status   3 steps logged (step 1 to 3 of 3), no");
+        assert_eq!(lines[1], "           out-of-memory error");
+        assert!(lines.iter().all(|l| l.chars().count() <= 60), "{lines:#?}");
+        assert!(lines[2].starts_with("  peak     11.42 GiB"), "{lines:#?}");
+        assert!(lines[3].starts_with("           "), "{lines:#?}");
+    }
+
+    #[test]
+    fn runs_that_do_not_fit_are_counted_in_a_last_line() {
+        let lines = text(&summary(5), Some(200), 8);
+        // Two runs of three lines each, then the count of the three left out.
+        assert_eq!(lines.len(), 7, "{lines:#?}");
+        assert_eq!(lines[0], "Run 1: node0.log");
+        assert_eq!(
+            lines[6],
+            "  … and 3 more runs: see each run's section below"
+        );
+    }
+
+    #[test]
+    fn the_first_run_is_shown_as_far_as_it_fits() {
+        let lines = text(&summary(1), Some(200), 1);
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].starts_with("  status "));
+    }
 }

@@ -18,7 +18,13 @@ const MIN_WIDTH: usize = 40;
 pub fn render(doc: &[Block], color: bool, width: Option<usize>) -> String {
     let width = width.map(|w| w.max(MIN_WIDTH));
     let wrap = |text: &str| match width {
-        Some(w) => textwrap::fill(text, textwrap::Options::new(w).break_words(true)),
+        // Never at a hyphen (`peak-gpu-memory` is a name); a word longer than the line is broken.
+        Some(w) => textwrap::fill(
+            text,
+            textwrap::Options::new(w)
+                .break_words(true)
+                .word_splitter(textwrap::WordSplitter::NoHyphenation),
+        ),
         None => text.to_owned(),
     };
     let underline = |text: &str, c: &str| {
