@@ -83,11 +83,14 @@ fn config(name: &str) -> PathBuf {
     root().join("e2e/configs").join(name)
 }
 
+/// The report as `memprints report ARGS` prints it; text as wide as it comes (`--wide`), so
+/// that a table's row is one line.
 fn report(cwd: &Path, args: &[&str]) -> String {
     let out = Command::cargo_bin("memprints")
         .unwrap()
         .current_dir(cwd)
         .arg("report")
+        .arg("--wide")
         .args(args)
         .assert()
         .success();

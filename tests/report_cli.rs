@@ -186,7 +186,7 @@ fn json_report_of_a_one_stage_run() {
 #[test]
 fn an_oom_run_is_reported_as_cut_off_with_each_rank_last_point() {
     let out = memprints()
-        .args(["report", "tests/data/report/oom_torchrun.log"])
+        .args(["report", "--wide", "tests/data/report/oom_torchrun.log"])
         .assert()
         .success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
@@ -394,4 +394,204 @@ fn a_rotated_log_is_read_around_its_nul_bytes_and_says_so() {
     .unwrap();
     let report = report_json(&[pickle.to_str().unwrap()]);
     assert_eq!(report["skipped"][0]["reason"], "binary data, not a log");
+}
+
+/// The kept real logs: PithTrain runs and the generator's shapes.
+fn real_logs() -> Vec<std::path::PathBuf> {
+    let mut logs = Vec::new();
+    for dir in [
+        "tests/data/e2e",
+        "tests/data/e2e/defaults-pp1",
+        "tests/data/report",
+    ] {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "log") {
+                logs.push(path);
+            }
+        }
+    }
+    logs.sort();
+    assert!(logs.len() >= 10, "{logs:?}");
+    logs
+}
+
+#[test]
+fn the_text_report_opens_with_its_summary_and_fits_100_columns_in_a_pipe() {
+    use unicode_width::UnicodeWidthStr;
+    for log in real_logs() {
+        // assert_cmd pipes stdout: not a terminal, so the report is wrapped to 80 columns.
+        let out = memprints().arg("report").arg(&log).assert().success();
+        let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            assert!(
+                line.width() <= 100,
+                "{}:{}: {} columns: {line}",
+                log.display(),
+                n + 1,
+                line.width()
+            );
+        }
+        let head: Vec<&str> = text.lines().take(15).collect();
+        assert!(
+            head.iter().any(|l| l.starts_with("  status ")),
+            "{}: no summary in the first 15 lines:\n{}",
+            log.display(),
+            head.join("\n")
+        );
+        // The summary ends within them: what follows is the header about what was read.
+        let read = text.lines().position(|l| l.starts_with("Read ")).unwrap();
+        assert!(
+            read <= 16,
+            "{}: the summary runs past line 15",
+            log.display()
+        );
+        let wide = memprints()
+            .args(["report", "--wide"])
+            .arg(&log)
+            .assert()
+            .success();
+        let wide = String::from_utf8(wide.get_output().stdout.clone()).unwrap();
+        assert!(wide.contains("  status "), "{}", log.display());
+    }
+}
+
+const QWEN3: &str = "tests/data/e2e/qwen3-tiny-pp1-instr.log";
+const DSV2: &str = "tests/data/e2e/dsv2-tiny-pp1-instr.log";
+
+fn diff(args: &[&str]) -> String {
+    let out = memprints()
+        .args(["report", "diff"])
+        .args(args)
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
+/// Every `delta` anywhere in a diff's JSON.
+fn deltas(v: &Value, out: &mut Vec<Value>) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k == "delta" {
+                    out.push(v.clone());
+                }
+                deltas(v, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| deltas(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn a_run_diffed_with_itself_has_every_delta_zero_or_unmeasured() {
+    let snapshot = "tests/data/e2e/qwen3-tiny-pp1-instr-rank0-step0.pickle.gz";
+    let json: Value = serde_json::from_str(&diff(&[
+        QWEN3,
+        QWEN3,
+        "--format",
+        "json",
+        "--snapshots-a",
+        snapshot,
+        "--snapshots-b",
+        snapshot,
+    ]))
+    .unwrap();
+    assert_eq!(json["schema_version"], 1);
+    for section in ["ranks", "components", "layers", "steps", "snapshots"] {
+        assert!(
+            !json[section].as_array().unwrap().is_empty(),
+            "{section}: {json}"
+        );
+    }
+    let mut all = Vec::new();
+    deltas(&json, &mut all);
+    assert!(all.len() > 20, "{all:?}");
+    assert!(all.iter().all(|d| d.is_null() || d == 0), "{all:?}");
+    // The one unmeasured component (no checkpoint load: no optimizer state) stays null.
+    let optimizer = json["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["component"] == "optimizer_state")
+        .unwrap();
+    assert_eq!(optimizer["delta"], Value::Null);
+}
+
+#[test]
+fn two_real_runs_diff_in_every_format() {
+    let json: Value = serde_json::from_str(&diff(&[QWEN3, DSV2, "--format", "json"])).unwrap();
+    let rank = &json["ranks"][0];
+    let (a, b) = (
+        rank["allocated"]["a"].as_i64().unwrap(),
+        rank["allocated"]["b"].as_i64().unwrap(),
+    );
+    assert_eq!(rank["allocated"]["delta"].as_i64().unwrap(), b - a);
+    assert_eq!(json["a"]["name"], QWEN3);
+    assert_eq!(json["b"]["name"], DSV2);
+    // dsv2's log has no detail layer 3: its side is null, and so is the delta.
+    let layer3 = json["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["layer"] == 3)
+        .unwrap();
+    assert_eq!(layer3["saved"]["b"], Value::Null);
+    assert_eq!(layer3["saved"]["delta"], Value::Null);
+
+    let text = diff(&[QWEN3, DSV2]);
+    assert!(text.starts_with("Memory report diff\n"), "{text}");
+    assert!(
+        text.contains("│    0 ┆   0.17 ┆   0.20 ┆ +0.03 ┆"),
+        "{text}"
+    );
+    assert!(text.contains("highest peak-gpu-memory"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    let md = diff(&[QWEN3, DSV2, "--format", "markdown"]);
+    assert!(md.contains("| 0 | 0.17 | 0.20 | +0.03 |"), "{md}");
+    let html = diff(&[QWEN3, DSV2, "--format", "html"]);
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(html.contains("<td class=\"num\">+0.03</td>"), "{html}");
+    assert!(!html.contains("<script"));
+}
+
+#[test]
+fn report_diff_is_a_subcommand_and_a_log_named_diff_is_dot_slash_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(QWEN3, dir.path().join("diff")).unwrap();
+    let out = memprints()
+        .current_dir(dir.path())
+        .args(["report", "./diff"])
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(text.contains("  status "), "{text}");
+    // `report diff` needs both runs.
+    let out = memprints()
+        .args(["report", "diff", QWEN3])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A log holding several runs: the last is compared, and stderr says so.
+    let two = dir.path().join("two.log");
+    let log = std::fs::read_to_string("tests/data/report/pp1_default_prefix.log").unwrap();
+    std::fs::write(&two, format!("{log}{log}")).unwrap();
+    let runs = report_json(&[two.to_str().unwrap()])["runs"]
+        .as_array()
+        .unwrap()
+        .len();
+    let out = memprints()
+        .args(["report", "diff", "--format", "json"])
+        .args([two.to_str().unwrap(), QWEN3])
+        .assert()
+        .success();
+    let json: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(runs, 2);
+    assert_eq!(
+        (&json["a"]["run"], &json["a"]["runs"]),
+        (&2.into(), &2.into())
+    );
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("comparing the last"), "{err}");
 }

@@ -19,8 +19,13 @@ fn memprints() -> Command {
     cmd
 }
 
+/// `memprints report ARGS`'s stdout; text as wide as it comes (`--wide`), a table row one line.
 fn stdout(args: &[&str]) -> String {
-    let out = memprints().arg("report").args(args).assert().success();
+    let out = memprints()
+        .args(["report", "--wide"])
+        .args(args)
+        .assert()
+        .success();
     String::from_utf8(out.get_output().stdout.clone()).unwrap()
 }
 

@@ -1,6 +1,7 @@
 //! `demo`'s steps on the embedded sample tree ([`crate::sample`]): write it, add the prints for
 //! `tiny-moe` on ranks 0 and 1 with pp=2, show what went into the model file and what `status`
-//! reads, remove them, and check every byte is back. Each step is a library call the command
+//! reads, remove them, check every byte is back, and report on a bundled log of such a run
+//! ([`LOG`]). Each step is a library call the command
 //! line prints the result of, so the demo shows exactly what the commands do.
 
 use std::path::Path;
@@ -24,6 +25,14 @@ pub const MODEL_FILE: &str = "pithtrain/models/tiny_moe.py";
 pub const RANKS: [u32; 2] = [0, 1];
 /// The pipeline-parallel size the placement is checked for.
 pub const PP: u32 = 2;
+/// The name the demo gives its bundled log.
+pub const LOG_NAME: &str = "tiny-moe_pp2.log";
+/// A log of the sample with its prints in, as a pp=2 run on ranks 0 and 1 prints it (setup,
+/// pipeline and detail-layer prints of layers 0 and 1, PithTrain's step lines; no snapshot
+/// line, so that the report reads no file outside the demo's), for `demo` to
+/// end with the report of. The sample cannot train, so its figures are written by hand, in the
+/// shape of a small MoE's run: every line parses.
+pub const LOG: &str = include_str!("demo_run.log");
 
 /// What the demo's `add` step did.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use anyhow::bail;
 use clap::Args;
 
 use super::{ExitStatus, Output};
-use memprints_codemod::demo::{self, MODEL, MODEL_FILE};
+use memprints_codemod::demo::{self, LOG, LOG_NAME, MODEL, MODEL_FILE};
 use memprints_codemod::summary::StatusText;
 
 /// `demo`'s arguments.
@@ -83,10 +83,52 @@ pub fn run(args: DemoArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     if !demo::is_original(&root) {
         bail!("the sample tree differs from the original after remove");
     }
+    if verbose {
+        writeln!(out, "\n== every file of the sample is back, byte for byte")?;
+    }
+    let report = bundled_report(temp.path())?;
+    if verbose {
+        writeln!(
+            out,
+            "\n== memprints report {LOG_NAME}   (a bundled log of the sample's prints in a pp=2 run)\n"
+        )?;
+        let width = super::report::text_width(false, false, out);
+        write!(
+            out,
+            "{}",
+            memprints_present::report::render_text(&report, false, width)
+        )?;
+    }
+    let read = &report.stats;
+    if read.memory_lines == 0 || read.unparsed_memory_lines > 0 {
+        bail!(
+            "the bundled log read {} memory prints, {} unparsed",
+            read.memory_lines,
+            read.unparsed_memory_lines
+        );
+    }
     writeln!(
         out,
-        "{}== every file of the sample is back, byte for byte",
-        if verbose { "\n" } else { "" }
+        "{}== every file of the sample is back, byte for byte; its bundled log reads {} memory \
+         prints, 0 unparsed",
+        if verbose { "\n" } else { "" },
+        read.memory_lines
     )?;
     Ok(ExitStatus::Success)
+}
+
+/// The report of the bundled log, written into `dir` to be read and named as bundled. The log
+/// names no memory snapshot, so nothing outside `dir` is read.
+fn bundled_report(dir: &std::path::Path) -> anyhow::Result<memprints_log::Report> {
+    let path = dir.join(LOG_NAME);
+    std::fs::write(&path, LOG)?;
+    let mut report = memprints_log::run_report(std::slice::from_ref(&path), &Default::default())?;
+    let shown = path.display().to_string();
+    let rename = |s: &mut String| *s = s.replace(&shown, LOG_NAME);
+    report.inputs.iter_mut().for_each(rename);
+    for run in &mut report.runs {
+        rename(&mut run.name);
+        run.sources.iter_mut().for_each(rename);
+    }
+    Ok(report)
 }

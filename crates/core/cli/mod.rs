@@ -97,7 +97,7 @@ pub enum Command {
   memprints snapshot diff before.pickle after.pickle")]
     Snapshot(snapshot::SnapshotArgs),
     /// Turn the prints in training logs into a memory breakdown per rank.
-    Report(report::ReportArgs),
+    Report(Box<report::ReportArgs>),
     /// Fail when memory prints are in the given files (or the tree): a guard before committing.
     ///
     /// Exit code 0: none; 1: some, each file named with its groups. The pre-commit hook
@@ -135,7 +135,7 @@ pub fn run(cli: Cli, out: &mut Output) -> anyhow::Result<ExitStatus> {
         Command::Plan(args) => plan::run(args, out),
         Command::Demo(args) => demo::run(args, out),
         Command::Snapshot(args) => snapshot::run(args, out),
-        Command::Report(args) => report::run(args, out),
+        Command::Report(args) => report::run(*args, out),
         Command::Check(args) => check::run(args, out),
         Command::Skill(args) => skill::run(args, out),
         Command::Completions(args) => completions::run(args, out),

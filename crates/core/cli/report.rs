@@ -19,9 +19,13 @@ use clap::ValueEnum;
 use super::args::check_out_not_input;
 use super::{ExitStatus, Output};
 use memprints_estimate::{Overrides, Tolerance};
+use memprints_log::diff::Side;
 use memprints_log::estimate::EstimateOptions;
 use memprints_log::{ReportOptions, run_report};
-use memprints_present::report::{self as present, render, write_json};
+use memprints_present::report::{self as present, render, render_text, write_json};
+
+/// The width of the text report when stdout is not a terminal (a file, a pipe).
+const DEFAULT_WIDTH: usize = 80;
 
 /// An output format of `memprints report` (the command line's face of
 /// [`memprints_present::report::Format`]).
@@ -65,7 +69,12 @@ impl From<Format> for present::Format {
                   memprints report run.log.zst --format html --out report.html\n  \
                   memprints report run.log --estimate --repo ~/pith-train --world 64"
 )]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ReportArgs {
+    // `diff A B` instead of inputs; a log named `diff` is `./diff`.
+    #[command(subcommand)]
+    pub(crate) command: Option<ReportCommand>,
+
     /// Log files, or directories whose files are all read (gzip and zstd are detected).
     #[arg(required = true, value_name = "LOG|DIR")]
     pub inputs: Vec<PathBuf>,
@@ -91,6 +100,11 @@ pub struct ReportArgs {
     /// How much memory reading each snapshot may take.
     #[command(flatten)]
     pub memory: super::snapshot::MemoryArgs,
+
+    /// Text: let prose and tables be as wide as they come. Without it the text report is
+    /// wrapped to the terminal's width, or to 80 columns into a file or a pipe.
+    #[arg(long)]
+    pub wide: bool,
 
     /// Colour the text report: auto (a terminal and no NO_COLOR), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
@@ -169,6 +183,48 @@ pub struct ReportArgs {
     pub tolerance: Tolerance,
 }
 
+/// The subcommands of `report`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ReportCommand {
+    /// Set two runs side by side: per rank, per component, per layer, the step lines' peaks and
+    /// the snapshots' owners, with B − A
+    #[command(
+        after_help = "Examples:\n  memprints report diff before.log after.log\n  \
+                  memprints report diff run1/ run2/ --format html --out diff.html\n  \
+                  memprints report diff a.log b.log --format json | jq .ranks"
+    )]
+    Diff(DiffArgs),
+}
+
+/// `report diff A B`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DiffArgs {
+    /// The run compared from: a log, or a directory of one run's logs.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The run compared with A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Which run of an input that holds several (from 1; default: the last).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub run: Option<u32>,
+    /// Memory snapshot pickles of run A, besides those its log names.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub snapshots_a: Vec<PathBuf>,
+    /// Memory snapshot pickles of run B, besides those its log names.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub snapshots_b: Vec<PathBuf>,
+    /// Output format. `json` is the diff's own schema (README, "report diff").
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write the diff to this file instead of stdout.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Text: let the tables be as wide as they come.
+    #[arg(long)]
+    pub wide: bool,
+}
+
 /// `10`, `10%`, `10,128` or `10%,128MiB`: percent, then an optional floor in MiB.
 fn parse_tolerance(text: &str) -> Result<Tolerance, String> {
     let (pct, mib) = match text.split_once(',') {
@@ -227,8 +283,11 @@ pub enum ColorChoice {
     Never,
 }
 
-/// Runs `report`.
+/// Runs `report` or `report diff`.
 pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
+    if let Some(ReportCommand::Diff(diff)) = &args.command {
+        return run_diff(diff, out);
+    }
     if let Some(path) = &args.out {
         let named = args
             .inputs
@@ -285,9 +344,13 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     // Indented JSON for a person at a terminal; one line for a file or a pipe (`jq .`
     // indents it).
     let pretty = args.out.is_none() && out.stdout_is_terminal();
+    let width = text_width(args.wide, args.out.is_some(), out);
     let write = |sink: &mut dyn Write| -> std::io::Result<()> {
         if args.format == Format::Json {
             write_json(&report, pretty, sink)
+        } else if args.format == Format::Text {
+            sink.write_all(render_text(&report, color, width).as_bytes())?;
+            sink.flush()
         } else {
             sink.write_all(render(&report, args.format.into(), color).as_bytes())?;
             sink.flush()
@@ -298,6 +361,97 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
             .and_then(|mut file| write(&mut file))
             .with_context(|| format!("cannot write the report to {}", path.display()))?,
         None => write(out)?,
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// The columns of the terminal on stdout, if it is one and says.
+pub fn terminal_width() -> Option<usize> {
+    terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| usize::from(w.0))
+}
+
+/// The text width: none with `--wide`, the terminal's on a terminal, else [`DEFAULT_WIDTH`].
+pub(crate) fn text_width(wide: bool, to_file: bool, out: &Output) -> Option<usize> {
+    (!wide).then(|| {
+        if !to_file && out.stdout_is_terminal() {
+            terminal_width().unwrap_or(DEFAULT_WIDTH)
+        } else {
+            DEFAULT_WIDTH
+        }
+    })
+}
+
+/// Reads one side of a diff: the run `--run` names, or the input's last, and which it is.
+fn diff_side(
+    path: &std::path::Path,
+    snapshots: &[PathBuf],
+    run: Option<u32>,
+    out: &mut Output,
+) -> anyhow::Result<(memprints_log::schema::Run, Side)> {
+    let opts = ReportOptions {
+        ranks: Vec::new(),
+        snapshots: snapshots.to_vec(),
+        estimate: None,
+        max_memory: None,
+    };
+    let report = run_report(std::slice::from_ref(&path.to_path_buf()), &opts)?;
+    let runs = report.runs.len();
+    if runs == 0 {
+        anyhow::bail!("{} holds no run to compare", path.display());
+    }
+    let n = match run {
+        Some(n) if n as usize > runs => {
+            anyhow::bail!("--run {n}: {} holds {runs} run(s)", path.display())
+        }
+        Some(n) => n as usize,
+        None => runs,
+    };
+    if runs > 1 && run.is_none() {
+        out.note(format_args!(
+            "note: {} holds {runs} runs; comparing the last (--run N picks another)",
+            path.display()
+        ));
+    }
+    let picked = report
+        .runs
+        .into_iter()
+        .nth(n - 1)
+        .expect("n is within the runs");
+    let side = Side {
+        name: picked.name.clone(),
+        sources: picked.sources.clone(),
+        run: n,
+        runs,
+    };
+    Ok((picked, side))
+}
+
+/// Runs `report diff A B`.
+fn run_diff(args: &DiffArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
+    if let Some(path) = &args.out {
+        check_out_not_input(path, &[args.a.clone(), args.b.clone()])?;
+    }
+    let (a, a_side) = diff_side(&args.a, &args.snapshots_a, args.run, out)?;
+    let (b, b_side) = diff_side(&args.b, &args.snapshots_b, args.run, out)?;
+    let d = memprints_log::diff::diff(&a, a_side, &b, b_side);
+    let to_file = args.out.is_some();
+    let text = match args.format {
+        Format::Json => present::diff::json(&d, !to_file && out.stdout_is_terminal()),
+        Format::Html => present::diff::html(&d),
+        Format::Markdown => present::markdown::render(&present::diff::build(&d)),
+        Format::Text => present::text::render(
+            &present::diff::build(&d),
+            false,
+            text_width(args.wide, to_file, out),
+        ),
+    };
+    match &args.out {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write the diff to {}", path.display()))?,
+        None => {
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
     }
     Ok(ExitStatus::Success)
 }

@@ -9,6 +9,7 @@
 //! estimator beside the prints, with `--estimate`). [`walk`] says which files an input names.
 //! [`run_report`] is the library entry point; rendering is `memprints-present`'s.
 
+pub mod diff;
 pub mod error;
 pub mod estimate;
 pub mod fold;

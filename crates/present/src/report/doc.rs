@@ -8,12 +8,14 @@
 //! a cell with nothing to show by its nature (the change of a first print, a print that prints
 //! no delta) is [`NOT_APPLICABLE`]. Empty sections are left out. Table cells hold plain text;
 //! renderers escape them for their format. [`Block::Charts`] marks where the HTML page puts a
-//! run's charts; text and markdown skip it.
+//! run's charts; text and markdown skip it. The document opens with the title and a
+//! [`Block::Summary`] of every run ([`super::summary`]), before what was read.
 
 use crate::numbers::{gib, mib, plural, signed_gib};
 use crate::table::Table;
 use memprints_log::schema::{Breakdown, RankReport, Report, Run, SetupPhase};
 
+use super::summary::{self, Summary};
 use super::{estimate, view};
 
 /// Saved tensors listed by size in a group's `largest` cell.
@@ -23,9 +25,9 @@ pub const NOT_MEASURED: &str = "not measured";
 /// What a cell says where there is nothing to measure (the change of a first print).
 pub const NOT_APPLICABLE: &str = "—";
 /// The column title of `non-pt=` figures.
-pub const OUTSIDE: &str = "outside allocator";
+pub const OUTSIDE: &str = "outside";
 /// What [`OUTSIDE`] means, said once per run.
-pub const OUTSIDE_MEANS: &str = "“outside allocator” is the prints' non-pt=: device memory in \
+pub const OUTSIDE_MEANS: &str = "“outside” is the prints' non-pt=: device memory in \
      use outside PyTorch's caching allocator (the CUDA context, NCCL, kernels' and libraries' \
      own allocations, and any other process on the GPU).";
 /// Growth of [`OUTSIDE`] memory over a step worth a note: more than the prints' rounding.
@@ -52,6 +54,8 @@ pub enum Block {
     },
     /// A table of plain-text cells.
     Table(Table),
+    /// The first screen: per run, how it went, its peak and what held the memory there.
+    Summary(Summary),
     /// Where the HTML page draws the charts of `report.runs[run]`.
     Charts {
         /// Index into [`Report::runs`].
@@ -101,6 +105,7 @@ pub fn build(report: &Report) -> Vec<Block> {
         level: 1,
         text: "Memory report".to_owned(),
     }];
+    out.push(Block::Summary(summary::build(&report.runs)));
     let s = &report.stats;
     let names: Vec<&str> = report.runs.iter().map(|r| r.name.as_str()).collect();
     out.push(Block::Text(format!(
@@ -266,7 +271,7 @@ fn across_ranks(run: &Run, out: &mut Vec<Block>) {
         ("allocated", true),
         ("cached", true),
         (OUTSIDE, true),
-        ("device total", true),
+        ("device", true),
         ("", false),
     ]);
     for p in &sum.peaks {
@@ -351,7 +356,8 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             ("cached", true),
             (OUTSIDE, true),
             ("change", true),
-        ]);
+        ])
+        .wide_only(&["cached"]);
         for e in &r.setup {
             let phase = match e.phase {
                 SetupPhase::InitProcessGroup => "init_process_group",
@@ -405,7 +411,8 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             ("cached", true),
             (OUTSIDE, true),
             ("", false),
-        ]);
+        ])
+        .wide_only(&["#", "printed delta"]);
         let peak = r.peak.as_ref().map(|p| p.index);
         let several = r.passes.len() > 1;
         for (n, e) in r.pipeline.iter().enumerate() {
@@ -478,7 +485,8 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             ("shape", false),
             ("allocated", true),
             ("change", true),
-        ]);
+        ])
+        .wide_only(&["shape"]);
         for l in &r.layers {
             let indent = "  ".repeat(usize::from(l.depth));
             let label = match &l.tensor {
@@ -541,7 +549,8 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             ("weights MiB", true),
             ("tensors", true),
             ("largest", false),
-        ]);
+        ])
+        .wide_only(&["largest"]);
         for g in &r.saved_tensors {
             let mut largest: Vec<_> = g.tensors.iter().collect();
             largest.sort_by_key(|t| std::cmp::Reverse(t.size));

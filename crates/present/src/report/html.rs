@@ -316,5 +316,6 @@ fn block_html(block: &Block, out: &mut String) {
             let _ = writeln!(out, "<p class=\"note {class}\">{}</p>", escape::html(text));
         }
         Block::Table(table) => out.push_str(&html::table(Layout::Document, table)),
+        Block::Summary(summary) => out.push_str(&super::summary::html(summary)),
     }
 }

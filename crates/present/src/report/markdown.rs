@@ -34,6 +34,7 @@ pub fn render(doc: &[Block]) -> String {
                 table_md(table, &mut out);
                 out.push('\n');
             }
+            Block::Summary(summary) => out += &super::summary::markdown(summary),
             Block::Charts { .. } => {}
         }
     }
@@ -69,6 +70,7 @@ mod tests {
             header: vec!["a".to_owned(), "n".to_owned()],
             numeric: vec![false, true],
             rows: vec![vec!["x|y".to_owned(), "1".to_owned()]],
+            wide_only: Vec::new(),
         })];
         assert_eq!(render(&doc), "| a | n |\n| --- | ---: |\n| x\\|y | 1 |\n\n");
     }

@@ -6,11 +6,13 @@
 //! `color` only affects `text` (ANSI escapes). How things look (tables, units, escaping, the
 //! page and its charts) comes from the crate's shared parts ([`crate::table`], [`crate::html`], …).
 
+pub mod diff;
 pub mod doc;
 pub mod estimate;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod summary;
 pub mod text;
 pub mod view;
 
@@ -29,14 +31,21 @@ pub enum Format {
     Html,
 }
 
-/// Renders `report` in `format`; `color` adds ANSI colours to `text`.
+/// Renders `report` in `format`; `color` adds ANSI colours to `text`, whose prose and tables
+/// are as wide as they come (see [`render_text`] for a width).
 pub fn render(report: &Report, format: Format, color: bool) -> String {
     match format {
-        Format::Text => text::render(&doc::build(report), color),
+        Format::Text => text::render(&doc::build(report), color, None),
         Format::Markdown => markdown::render(&doc::build(report)),
         Format::Json => json(report),
         Format::Html => html::render(report, &doc::build(report)),
     }
+}
+
+/// The text report with its prose wrapped and its tables kept within `width` columns where
+/// they can be (`None`: as wide as they come); `color` adds ANSI colours.
+pub fn render_text(report: &Report, color: bool, width: Option<usize>) -> String {
+    text::render(&doc::build(report), color, width)
 }
 
 /// Writes the report as JSON with a trailing newline: indented for a person (`pretty`, a
