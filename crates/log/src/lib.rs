@@ -30,6 +30,7 @@ pub mod saved;
 pub mod schema;
 pub mod step_and_oom;
 pub mod summary;
+pub mod whatif;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -49,6 +50,8 @@ pub struct ReportOptions {
     pub snapshots: Vec<PathBuf>,
     /// Run PithTrain's memory estimator and set it beside the prints (`--estimate`).
     pub estimate: Option<estimate::EstimateOptions>,
+    /// Predict each rank's steady-state peak at these settings (`--what-if`).
+    pub what_if: Vec<whatif::Change>,
 }
 
 /// Why a report could not be made. Each prints as one line naming the path.
@@ -157,6 +160,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     if let Some(estimate) = &opts.estimate {
         estimate::attach(&mut report, estimate);
     }
+    whatif::attach(&mut report, &opts.what_if);
     Ok(report)
 }
 

@@ -13,6 +13,7 @@ pub mod json;
 pub mod markdown;
 pub mod text;
 pub mod view;
+pub mod whatif;
 
 use memprints_log::Report;
 
