@@ -237,7 +237,7 @@ pub fn measured(rank: &RankReport, pp_rank: u32) -> Measured {
 
 /// What one log says for the estimate: its config lines in order and a tree its paths name.
 #[derive(Default)]
-pub(crate) struct LogFacts {
+struct LogFacts {
     configs: Vec<LoggedConfig>,
     named_tree: Option<PathBuf>,
 }
@@ -247,7 +247,7 @@ static TREE_PATH: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#"(/[^\s'"():,]*?)/pithtrain/"#).expect("valid regex"));
 
 /// Reads every input once more for the lines the report's scan does not keep.
-pub(crate) fn read_logs(report: &Report) -> BTreeMap<String, LogFacts> {
+fn read_logs(report: &Report) -> BTreeMap<String, LogFacts> {
     let mut out = BTreeMap::new();
     for input in &report.inputs {
         let mut facts = LogFacts::default();
@@ -276,7 +276,7 @@ pub(crate) fn read_logs(report: &Report) -> BTreeMap<String, LogFacts> {
 }
 
 /// The config line of run `n` (see the module doc).
-pub(crate) fn logged_config(
+fn logged_config(
     report: &Report,
     n: usize,
     logs: &BTreeMap<String, LogFacts>,

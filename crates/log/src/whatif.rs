@@ -818,11 +818,19 @@ pub fn what_to_change(run: &Run, config: Option<&LoggedConfig>) -> Option<WhatTo
     })
 }
 
-/// Fills each run's `what_to_change`, and its `what_if` when `changes` are given.
+/// Fills each run's `what_to_change`, and its `what_if` when `changes` are given. The config
+/// lines are read again only when some run has a pipeline peak to start from.
 pub fn attach(report: &mut Report, changes: &[Change]) {
-    let logs = super::estimate::read_logs(report);
+    if report.runs.iter().all(|r| r.summary.peak_rank.is_none()) {
+        return;
+    }
+    let configs: Vec<Vec<LoggedConfig>> = report
+        .inputs
+        .iter()
+        .map(|input| config_lines(std::path::Path::new(input)))
+        .collect();
     for n in 0..report.runs.len() {
-        let config = super::estimate::logged_config(report, n, &logs);
+        let config = config_of(report, n, &configs);
         let run = &report.runs[n];
         let what_to_change = what_to_change(run, config.as_ref());
         let what_if = (!changes.is_empty()).then(|| section(run, config.as_ref(), changes));
@@ -830,6 +838,59 @@ pub fn attach(report: &mut Report, changes: &[Change]) {
         run.what_to_change = what_to_change;
         run.what_if = what_if;
     }
+}
+
+/// The config line of run `n`: the k-th of its first source when it is that source's k-th run,
+/// else the first of any of its sources.
+fn config_of(report: &Report, n: usize, configs: &[Vec<LoggedConfig>]) -> Option<LoggedConfig> {
+    let index = |source: &String| report.inputs.iter().position(|i| i == source);
+    let run = &report.runs[n];
+    let first = run.sources.first()?;
+    let earlier = report.runs[..n]
+        .iter()
+        .filter(|r| r.sources.first() == Some(first))
+        .count();
+    index(first)
+        .and_then(|i| configs[i].get(earlier))
+        .or_else(|| run.sources.iter().find_map(|s| configs[index(s)?].first()))
+        .cloned()
+}
+
+/// PithTrain's config lines (`launch(cfg=`) of one log, in order, reading at most
+/// [`super::lines::LINE_CAP`] bytes of any line; an unreadable log has none.
+fn config_lines(path: &std::path::Path) -> Vec<LoggedConfig> {
+    use std::io::BufRead;
+    let Ok(reader) = super::lines::open(path) else {
+        return Vec::new();
+    };
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, reader);
+    let (mut out, mut line) = (Vec::new(), Vec::new());
+    while let Ok(buf) = reader.fill_buf() {
+        if buf.is_empty() {
+            break;
+        }
+        let (part, used, ends) = match memchr::memchr(b'\n', buf) {
+            Some(at) => (&buf[..at], at + 1, true),
+            None => (buf, buf.len(), false),
+        };
+        let room = super::lines::LINE_CAP.saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        reader.consume(used);
+        if ends {
+            if memchr::memmem::find(&line, b"launch(cfg=").is_some()
+                && let Some(c) = LoggedConfig::parse(&String::from_utf8_lossy(&line))
+            {
+                out.push(c);
+            }
+            line.clear();
+        }
+    }
+    if memchr::memmem::find(&line, b"launch(cfg=").is_some()
+        && let Some(c) = LoggedConfig::parse(&String::from_utf8_lossy(&line))
+    {
+        out.push(c);
+    }
+    out
 }
 
 #[cfg(test)]
