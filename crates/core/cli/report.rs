@@ -21,6 +21,7 @@ use super::{ExitStatus, Output};
 use memprints_estimate::{Overrides, Tolerance};
 use memprints_log::diff::Side;
 use memprints_log::estimate::EstimateOptions;
+use memprints_log::whatif::Change;
 use memprints_log::{ReportOptions, run_report};
 use memprints_present::report::{self as present, render, render_text, write_json};
 
@@ -67,7 +68,8 @@ impl From<Format> for present::Format {
     after_help = "Examples:\n  memprints report logging/pretrain_lm/qwen3-30b-a3b_node0.log\n  \
                   memprints report logging/pretrain_lm/ --rank 0 --rank 8\n  \
                   memprints report run.log.zst --format html --out report.html\n  \
-                  memprints report run.log --estimate --repo ~/pith-train --world 64"
+                  memprints report run.log --estimate --repo ~/pith-train --world 64\n  \
+                  memprints report run.log --what-if micro-batch-size=2 --what-if pp=4"
 )]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ReportArgs {
@@ -109,6 +111,12 @@ pub struct ReportArgs {
     /// Colour the text report: auto (a terminal and no NO_COLOR), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+
+    /// Predict each rank's steady-state peak at another setting, KEY=VALUE; repeat for several.
+    /// KEY: sequence-length, micro-batch-size, global-batch-size, pipeline-parallel-size (pp),
+    /// expert-parallel-size (ep), context-parallel-size (cp). The other settings are the log's.
+    #[arg(long = "what-if", value_name = "KEY=VALUE", value_parser = parse_what_if)]
+    pub what_if: Vec<Change>,
 
     /// Run PithTrain's memory estimator (tools/memory_estimator, no torch) for each profiled pp
     /// rank and set it beside the prints, event by event and component by component. It runs
@@ -225,6 +233,11 @@ pub struct DiffArgs {
     pub wide: bool,
 }
 
+fn parse_what_if(text: &str) -> Result<Change, String> {
+    text.parse()
+        .map_err(|e: memprints_log::whatif::ChangeError| e.to_string())
+}
+
 /// `10`, `10%`, `10,128` or `10%,128MiB`: percent, then an optional floor in MiB.
 fn parse_tolerance(text: &str) -> Result<Tolerance, String> {
     let (pct, mib) = match text.split_once(',') {
@@ -317,6 +330,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         snapshots: args.snapshots.clone(),
         estimate,
         max_memory: args.memory.max_memory,
+        what_if: args.what_if.clone(),
     };
     let report = run_report(&args.inputs, &opts)?;
     for note in &report.notes {
@@ -393,6 +407,7 @@ fn diff_side(
         snapshots: snapshots.to_vec(),
         estimate: None,
         max_memory: None,
+        what_if: Vec::new(),
     };
     let report = run_report(std::slice::from_ref(&path.to_path_buf()), &opts)?;
     let runs = report.runs.len();

@@ -19,6 +19,7 @@ pub mod scan;
 pub mod schema;
 pub mod step_and_oom;
 pub mod walk;
+pub mod whatif;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -42,6 +43,8 @@ pub struct ReportOptions {
     pub estimate: Option<estimate::EstimateOptions>,
     /// The memory budget of reading each snapshot (`--max-memory`); 1 GiB when `None`.
     pub max_memory: Option<u64>,
+    /// Predict each rank's steady-state peak at these settings (`--what-if`).
+    pub what_if: Vec<whatif::Change>,
 }
 
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
@@ -133,6 +136,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     if let Some(estimate) = &opts.estimate {
         estimate::attach(&mut report, estimate);
     }
+    whatif::attach(&mut report, &opts.what_if);
     Ok(report)
 }
 

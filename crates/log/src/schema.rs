@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::parse::PipelineKind;
+use crate::whatif::{WhatIfSection, WhatToChange};
 use memprints_estimate::compare::RankComparison;
 use memprints_estimate::settings::RunSettings;
 
@@ -63,6 +64,8 @@ impl<R> Report<R> {
                     memory: run.memory.clone(),
                     ranks: f(&run.ranks)?,
                     estimate: run.estimate.clone(),
+                    what_if: run.what_if.clone(),
+                    what_to_change: run.what_to_change.clone(),
                 })
             })
             .collect::<Result<_, E>>()?;
@@ -108,6 +111,12 @@ pub struct Run<R = RankReport> {
     pub ranks: Vec<R>,
     /// PithTrain's memory estimator beside the prints; `None` unless `--estimate` was given.
     pub estimate: Option<EstimateSection>,
+    /// The peak predicted at other settings (`--what-if`); absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIfSection>,
+    /// What to change to lower the steady-state peak, ranked by the GiB saved on the worst
+    /// rank; `None` when the run has no pipeline peak to start from.
+    pub what_to_change: Option<WhatToChange>,
 }
 
 /// The memory prints of one run.
@@ -174,6 +183,9 @@ pub struct Training {
     pub peak_gpu_memory: Option<i64>,
     /// The first step whose line printed that highest `peak-gpu-memory`.
     pub peak_step: Option<u64>,
+    /// The highest `peak-gpu-memory` of steps ≥ 2: the steady state, with optimizer state
+    /// (step 1 has none yet); `None` when no such step was logged.
+    pub steady_peak_gpu_memory: Option<i64>,
 }
 
 /// The run died of a CUDA out-of-memory error.

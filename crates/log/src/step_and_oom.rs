@@ -201,6 +201,9 @@ pub struct StepRun {
     pub peak_gpu_memory: Option<i64>,
     /// The first step that printed it.
     pub peak_step: Option<u64>,
+    /// The highest `peak-gpu-memory` of steps ≥ 2, which have optimizer state (`None` below
+    /// any value).
+    pub steady_peak_gpu_memory: Option<i64>,
 }
 
 impl StepRun {
@@ -213,6 +216,7 @@ impl StepRun {
             max_steps: None,
             peak_gpu_memory: None,
             peak_step: None,
+            steady_peak_gpu_memory: None,
         };
         run.add(first.step, first.max_steps, first.peak_gpu_memory);
         run
@@ -226,6 +230,9 @@ impl StepRun {
         if peak_gpu_memory > self.peak_gpu_memory {
             self.peak_gpu_memory = peak_gpu_memory;
             self.peak_step = Some(step);
+        }
+        if step >= 2 && peak_gpu_memory > self.steady_peak_gpu_memory {
+            self.steady_peak_gpu_memory = peak_gpu_memory;
         }
     }
 }

@@ -175,6 +175,7 @@ impl ReportBuilder {
             first_step_peak_gpu_memory: first.peak_gpu_memory,
             peak_gpu_memory: None,
             peak_step: None,
+            steady_peak_gpu_memory: None,
         });
         t.steps_logged += steps.lines;
         t.last_step = steps.last_step;
@@ -182,6 +183,9 @@ impl ReportBuilder {
         if steps.peak_gpu_memory > t.peak_gpu_memory {
             t.peak_gpu_memory = steps.peak_gpu_memory;
             t.peak_step = steps.peak_step;
+        }
+        if steps.steady_peak_gpu_memory > t.steady_peak_gpu_memory {
+            t.steady_peak_gpu_memory = steps.steady_peak_gpu_memory;
         }
     }
 
@@ -441,6 +445,8 @@ impl RunState {
             memory: Default::default(),
             ranks,
             estimate: None,
+            what_if: None,
+            what_to_change: None,
         };
         run.memory = joined::prints_and_steps(&run);
         run

@@ -16,7 +16,7 @@ use crate::table::Table;
 use memprints_log::schema::{Breakdown, RankReport, Report, Run, SetupPhase};
 
 use super::summary::{self, Summary};
-use super::{estimate, view};
+use super::{estimate, view, whatif};
 
 /// Saved tensors listed by size in a group's `largest` cell.
 const LARGEST_SAVED: usize = 3;
@@ -200,6 +200,7 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
     if let Some(oom) = &run.oom {
         oom_section(run, oom, out);
     }
+    whatif::what_to_change_section(run, out);
     if run.ranks.is_empty() {
         out.push(Block::Note {
             tone: Tone::Warning,
@@ -212,6 +213,7 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
     out.push(Block::Charts { run: n });
     view::memory_view(run, out);
     estimate::estimate_section(run, out);
+    whatif::what_if_section(run, out);
     across_ranks(run, out);
     for rank in &run.ranks {
         rank_section(rank, out);

@@ -15,6 +15,7 @@ pub mod markdown;
 pub mod summary;
 pub mod text;
 pub mod view;
+pub mod whatif;
 
 use memprints_log::Report;
 

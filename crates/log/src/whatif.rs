@@ -1,0 +1,1167 @@
+/*!
+What-if: each rank's steady-state peak predicted at other settings, component by component, by
+scaling what was measured; and what to change, ranked by the GiB it saves on the worst rank.
+
+The steady-state peak is the highest of PithTrain's per-step `peak-gpu-memory` (PyTorch's
+`max_memory_allocated`) over steps ≥ 2: step 1 has no optimizer state yet. It is split into parts
+that are each measured or derived from a measurement, and each part scales by its own rule
+(memprints models the scaling itself; PithTrain's estimator is not run):
+
+| part | measured from | rule |
+|---|---|---|
+| weights | the last `setup_model` print | ∝ layers held: pp / pp′ |
+| other static | `Before pipeline` minus weights (and a loaded optimizer state) | fixed |
+| gradients | `After Step8` minus `Before pipeline` of the peak's pass, at most the growth to the peak | ∝ layers held: pp / pp′ |
+| optimizer state | the checkpoint print, else the steady-state peak minus step 1's | ∝ layers held: pp / pp′ |
+| activations | the prints' peak minus `Before pipeline`, less the gradients | tokens per micro-batch (seq·mb/cp) for the share of saved bytes shaped by tokens, fixed for the rest; × the micro-batch stages in flight per layer under DualPipeV, (2pp+1)/(2pp) |
+| unattributed | the steady-state peak minus the parts above (transient buffers such as the cuBLAS workspace, what no print sees) | fixed |
+
+Outside the peak (PyTorch's allocated memory) but on the device: the allocator's unused reserve
+(its fraction of allocated at the prints' peak is kept) and the memory outside the allocator (CUDA
+context, NCCL; fixed). Expert parallelism and the global batch size move none of the parts: the
+expert share of the parameters is not in the log, and the peak does not depend on the number of
+micro-batches per step once DualPipeV has its `2·pp` of them.
+
+Contract: [`predict`] is pure; at the measured settings every predicted figure equals the measured
+one (each factor is exactly 1). The steady-state peak is one figure per run (the step lines'):
+the rank with the highest prints peak is matched to it, the others keep its unattributed part.
+*/
+
+use std::fmt;
+use std::str::FromStr;
+
+use memprints_estimate::LoggedConfig;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::schema::{RankReport, Report, Run, SavedGroup, Training};
+
+/// A setting `--what-if` can change, named as `KEY=VALUE` in kebab case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Key {
+    /// `training.sequence_length`.
+    SequenceLength,
+    /// `training.micro_batch_size`.
+    MicroBatchSize,
+    /// `training.global_batch_size`.
+    GlobalBatchSize,
+    /// `distributed.pipeline_parallel_size`.
+    PipelineParallelSize,
+    /// `distributed.expert_parallel_size`.
+    ExpertParallelSize,
+    /// `distributed.context_parallel_size`.
+    ContextParallelSize,
+}
+
+impl Key {
+    /// Every key, in the order errors list them.
+    pub const ALL: [Key; 6] = [
+        Key::SequenceLength,
+        Key::MicroBatchSize,
+        Key::GlobalBatchSize,
+        Key::PipelineParallelSize,
+        Key::ExpertParallelSize,
+        Key::ContextParallelSize,
+    ];
+
+    /// The key as `--what-if` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Key::SequenceLength => "sequence-length",
+            Key::MicroBatchSize => "micro-batch-size",
+            Key::GlobalBatchSize => "global-batch-size",
+            Key::PipelineParallelSize => "pipeline-parallel-size",
+            Key::ExpertParallelSize => "expert-parallel-size",
+            Key::ContextParallelSize => "context-parallel-size",
+        }
+    }
+
+    fn alias(self) -> Option<&'static str> {
+        match self {
+            Key::PipelineParallelSize => Some("pp"),
+            Key::ExpertParallelSize => Some("ep"),
+            Key::ContextParallelSize => Some("cp"),
+            _ => None,
+        }
+    }
+
+    /// The field as PithTrain's config names it (`training.micro_batch_size`).
+    pub fn field(self) -> &'static str {
+        match self {
+            Key::SequenceLength => "training.sequence_length",
+            Key::MicroBatchSize => "training.micro_batch_size",
+            Key::GlobalBatchSize => "training.global_batch_size",
+            Key::PipelineParallelSize => "distributed.pipeline_parallel_size",
+            Key::ExpertParallelSize => "distributed.expert_parallel_size",
+            Key::ContextParallelSize => "distributed.context_parallel_size",
+        }
+    }
+
+    /// The key named by `text`: its kebab-case name, its alias, or PithTrain's snake_case field.
+    fn parse(text: &str) -> Option<Key> {
+        let text = text.trim().to_ascii_lowercase().replace('_', "-");
+        Key::ALL
+            .into_iter()
+            .find(|k| k.name() == text || k.alias() == Some(text.as_str()))
+    }
+
+    /// `sequence-length, …, pipeline-parallel-size (pp), …`, for errors.
+    fn list() -> String {
+        let names: Vec<String> = Key::ALL
+            .iter()
+            .map(|k| match k.alias() {
+                Some(a) => format!("{} ({a})", k.name()),
+                None => k.name().to_owned(),
+            })
+            .collect();
+        names.join(", ")
+    }
+}
+
+/// One `--what-if KEY=VALUE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// The setting.
+    pub key: Key,
+    /// Its value at the other configuration, at least 1.
+    pub value: u32,
+}
+
+/// Why a `--what-if` could not be read; one line that lists the keys.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChangeError {
+    /// No `=`.
+    #[error("--what-if `{0}`: expected KEY=VALUE with KEY one of {keys}", keys = Key::list())]
+    NotKeyValue(String),
+    /// A key that is none of [`Key::ALL`].
+    #[error("--what-if `{0}`: unknown key; use one of {keys}", keys = Key::list())]
+    UnknownKey(String),
+    /// A value that is not a whole number ≥ 1.
+    #[error(
+        "--what-if `{0}`: the value must be a whole number of at least 1 (keys: {keys})",
+        keys = Key::list()
+    )]
+    BadValue(String),
+}
+
+impl FromStr for Change {
+    type Err = ChangeError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let Some((key, value)) = text.split_once('=') else {
+            return Err(ChangeError::NotKeyValue(text.to_owned()));
+        };
+        let key = Key::parse(key).ok_or_else(|| ChangeError::UnknownKey(text.to_owned()))?;
+        let value = value
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|&v| v >= 1)
+            .ok_or_else(|| ChangeError::BadValue(text.to_owned()))?;
+        Ok(Change { key, value })
+    }
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.key.name(), self.value)
+    }
+}
+
+/// The settings a prediction depends on, as PithTrain's config line names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Settings {
+    /// Tokens per sequence.
+    pub sequence_length: u32,
+    /// Sequences per micro-batch.
+    pub micro_batch_size: u32,
+    /// Sequences per optimizer step.
+    pub global_batch_size: u32,
+    /// Pipeline parallel size.
+    pub pipeline_parallel_size: u32,
+    /// Expert parallel size.
+    pub expert_parallel_size: u32,
+    /// Context parallel size.
+    pub context_parallel_size: u32,
+}
+
+impl Settings {
+    /// The settings of a logged config line; `Err` names the fields it lacks.
+    pub fn from_logged(c: &LoggedConfig) -> Result<Self, Vec<&'static str>> {
+        let mut missing = Vec::new();
+        let mut need = |v: Option<u32>, key: Key| {
+            if v.is_none() {
+                missing.push(key.field());
+            }
+            v.unwrap_or(1).max(1)
+        };
+        let s = Settings {
+            sequence_length: need(c.sequence_length, Key::SequenceLength),
+            micro_batch_size: need(c.micro_batch_size, Key::MicroBatchSize),
+            global_batch_size: need(c.global_batch_size, Key::GlobalBatchSize),
+            pipeline_parallel_size: need(c.pp, Key::PipelineParallelSize),
+            expert_parallel_size: need(c.ep, Key::ExpertParallelSize),
+            context_parallel_size: need(c.cp, Key::ContextParallelSize),
+        };
+        if missing.is_empty() {
+            Ok(s)
+        } else {
+            Err(missing)
+        }
+    }
+
+    /// These settings with `changes` applied in order.
+    pub fn with(&self, changes: &[Change]) -> Self {
+        let mut s = *self;
+        for c in changes {
+            *s.get_mut(c.key) = c.value;
+        }
+        s
+    }
+
+    fn get_mut(&mut self, key: Key) -> &mut u32 {
+        match key {
+            Key::SequenceLength => &mut self.sequence_length,
+            Key::MicroBatchSize => &mut self.micro_batch_size,
+            Key::GlobalBatchSize => &mut self.global_batch_size,
+            Key::PipelineParallelSize => &mut self.pipeline_parallel_size,
+            Key::ExpertParallelSize => &mut self.expert_parallel_size,
+            Key::ContextParallelSize => &mut self.context_parallel_size,
+        }
+    }
+
+    /// Tokens one rank holds per micro-batch: seq · mb / cp.
+    fn tokens(&self) -> f64 {
+        f64::from(self.sequence_length) * f64::from(self.micro_batch_size)
+            / f64::from(self.context_parallel_size)
+    }
+
+    /// Micro-batch stages in flight per layer at DualPipeV's peak: on pp rank r, 2p − r
+    /// micro-batches of phase 0 and r + 1 of phase 1, each over 1/(2p) of the layers.
+    fn in_flight_per_layer(&self) -> f64 {
+        let p = f64::from(self.pipeline_parallel_size);
+        (2.0 * p + 1.0) / (2.0 * p)
+    }
+
+    /// Micro-batches per step, without data parallelism (the log does not say the world).
+    fn micro_batches(&self) -> u32 {
+        self.global_batch_size / self.micro_batch_size
+    }
+}
+
+/// A measured figure beside its prediction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Figure {
+    /// At the run's own settings.
+    pub measured_bytes: i64,
+    /// At the other settings.
+    pub predicted_bytes: i64,
+}
+
+/// One part of a rank's memory at the steady-state peak.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Component {
+    /// `weights`, `other_static`, `gradients`, `optimizer_state`, `activations`,
+    /// `unattributed`, `allocator_reserve`, `non_pytorch`.
+    pub name: &'static str,
+    /// At the run's own settings.
+    pub measured_bytes: i64,
+    /// At the other settings.
+    pub predicted_bytes: i64,
+    /// How it scales.
+    pub rule: String,
+    /// Where the measured figure comes from.
+    pub measured_from: String,
+    /// Part of the peak (PyTorch's allocated memory); false for the reserve and the memory
+    /// outside the allocator, which only the device total counts.
+    pub in_peak: bool,
+}
+
+/// One rank's prediction.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct RankWhatIf {
+    /// The global rank.
+    pub rank: u32,
+    /// Its pipeline stage.
+    pub pp: Option<u32>,
+    /// The steady-state peak of allocated memory (what `peak-gpu-memory` reports).
+    pub peak: Figure,
+    /// The peak plus the allocator's unused reserve and the memory outside the allocator.
+    pub device: Figure,
+    /// The parts; those `in_peak` add up to `peak`, all of them to `device`.
+    pub components: Vec<Component>,
+}
+
+/// A run's `--what-if` section.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct WhatIfSection {
+    /// The settings the run had (`measured`) and those predicted for.
+    pub settings: SettingsPair,
+    /// How the prediction is made.
+    pub method: String,
+    /// One entry per rank with a pipeline peak.
+    pub ranks: Vec<RankWhatIf>,
+    /// Caveats, one sentence each.
+    pub notes: Vec<String>,
+    /// Why no prediction could be made; the other fields are then empty.
+    pub error: Option<String>,
+}
+
+/// The measured settings and the predicted ones.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct SettingsPair {
+    /// From the run's config line.
+    pub measured: Option<Settings>,
+    /// With the `--what-if` changes.
+    pub predicted: Option<Settings>,
+    /// The changes as given, `KEY=VALUE`.
+    pub changes: Vec<String>,
+}
+
+/// One thing to change and what it saves.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Action {
+    /// What to do, in a few words.
+    pub action: String,
+    /// The exact setting to change (`training.micro_batch_size=1`, an environment variable).
+    pub setting: String,
+    /// Device memory saved on the worst rank at the steady-state peak.
+    pub saves_bytes: i64,
+    /// The worst rank's predicted device total after the change.
+    pub predicted_device_bytes: i64,
+    /// What else it changes (the GPUs needed, what is trained).
+    pub cost: String,
+}
+
+/// What to change, ranked by [`Action::saves_bytes`], largest first.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct WhatToChange {
+    /// The rank with the highest device total at the steady-state peak.
+    pub worst_rank: u32,
+    /// Its device total there.
+    pub worst_device_bytes: i64,
+    /// Only actions that save something; empty when none would.
+    pub actions: Vec<Action>,
+    /// Actions left out and why, one sentence each.
+    pub not_offered: Vec<String>,
+}
+
+/// What one rank's memory at the steady-state peak is made of, as measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankMeasure {
+    /// The global rank.
+    pub rank: u32,
+    /// Its pipeline stage.
+    pub pp: Option<u32>,
+    /// Sharded weights after setup.
+    pub weights: i64,
+    /// The rest of the static memory.
+    pub other_static: i64,
+    /// Gradients held at the peak.
+    pub gradients: i64,
+    /// Optimizer state, and where it comes from.
+    pub optimizer: (i64, &'static str),
+    /// Activations in flight at the peak.
+    pub activations: i64,
+    /// Of the saved bytes, the share shaped by tokens; `None` without saved-tensor prints.
+    pub token_share: Option<f64>,
+    /// The steady-state peak minus the parts above.
+    pub unattributed: i64,
+    /// Where the peak comes from.
+    pub peak_from: String,
+    /// Cached over allocated at the prints' peak.
+    pub reserve_fraction: f64,
+    /// Memory outside the allocator at the prints' peak.
+    pub non_pytorch: i64,
+}
+
+impl RankMeasure {
+    /// The steady-state peak: the parts in the peak.
+    pub fn peak(&self) -> i64 {
+        self.weights
+            + self.other_static
+            + self.gradients
+            + self.optimizer.0
+            + self.activations
+            + self.unattributed
+    }
+}
+
+/// Reads each rank's parts; `None` for a rank without a pipeline peak. The steady-state peak
+/// (`training`) is matched to the rank with the highest prints peak (see the module doc).
+pub fn measure(run: &Run) -> Vec<RankMeasure> {
+    let mut out: Vec<RankMeasure> = run.ranks.iter().filter_map(measure_rank).collect();
+    let peak_rank = run.summary.peak_rank;
+    let Some(top) = out.iter().position(|m| Some(m.rank) == peak_rank) else {
+        return out;
+    };
+    let steps = run.training.as_ref().and_then(steady);
+    if let Some((steady, step1)) = steps {
+        let m = &mut out[top];
+        if m.optimizer.0 == 0
+            && let Some(step1) = step1
+        {
+            m.optimizer = (
+                (steady - step1).max(0),
+                "the steady-state peak minus step 1's (step lines)",
+            );
+        }
+        m.unattributed = steady - m.peak();
+        let unattributed = m.unattributed;
+        for (i, m) in out.iter_mut().enumerate() {
+            m.peak_from = if i == top {
+                "the step lines (steps ≥ 2)".to_owned()
+            } else {
+                m.unattributed = unattributed;
+                format!(
+                    "the prints, with rank {}'s unattributed part",
+                    out_rank(peak_rank)
+                )
+            };
+        }
+    }
+    out
+}
+
+fn out_rank(rank: Option<u32>) -> u32 {
+    rank.unwrap_or(0)
+}
+
+/// The steady-state peak and step 1's, when the step lines have them.
+fn steady(t: &Training) -> Option<(i64, Option<i64>)> {
+    let steady = t.steady_peak_gpu_memory?;
+    let step1 = (t.first_step == 1)
+        .then_some(t.first_step_peak_gpu_memory)
+        .flatten();
+    Some((steady, step1))
+}
+
+fn measure_rank(r: &RankReport) -> Option<RankMeasure> {
+    let b = r.breakdown.as_ref()?;
+    let peak = r.peak.as_ref()?;
+    let pass = r.pipeline.get(peak.index)?.pass;
+    let gradients = r
+        .passes
+        .iter()
+        .find(|p| p.pass == pass)
+        .and_then(|p| Some(p.end_allocated? - p.before_pipeline?))
+        .unwrap_or(0)
+        .clamp(0, b.activations);
+    let saved: Vec<&SavedGroup> = r.saved_tensors.iter().filter(|g| g.pass == pass).collect();
+    Some(RankMeasure {
+        rank: r.rank,
+        pp: r.pp,
+        weights: b.weights.unwrap_or(0),
+        other_static: b.other_static,
+        gradients,
+        optimizer: match b.optimizer_state {
+            Some(o) => (o, "the checkpoint load's print"),
+            None => (0, "not measured (no checkpoint load, no step lines ≥ 2)"),
+        },
+        activations: b.activations - gradients,
+        token_share: token_share(&saved),
+        unattributed: 0,
+        peak_from: "the prints' peak (no step line of a step ≥ 2)".to_owned(),
+        reserve_fraction: if peak.allocated > 0 {
+            b.cached as f64 / peak.allocated as f64
+        } else {
+            0.0
+        },
+        non_pytorch: b.non_pytorch,
+    })
+}
+
+/// The share of saved activation bytes in tensors shaped by tokens: a dimension equal to a
+/// sequence, or a first dimension at least a micro-batch's tokens (routed tokens); saved
+/// weights and small per-head vectors are not.
+fn token_share(groups: &[&SavedGroup]) -> Option<f64> {
+    let tensors = groups.iter().flat_map(|g| &g.tensors);
+    // A micro-batch's tokens: the largest b·s of a (b, s, …) activation, else the most common
+    // first dimension of 2-D tensors; the sequence is its s.
+    let (mut seq, mut tokens) = (0u64, 0u64);
+    for t in tensors.clone() {
+        if let Some(dims) = &t.shape
+            && dims.len() >= 3
+            && dims[0] * dims[1] > tokens
+        {
+            (seq, tokens) = (dims[1], dims[0] * dims[1]);
+        }
+    }
+    let (mut scaled, mut all) = (0i64, 0i64);
+    for t in tensors.filter(|t| !t.weight) {
+        all += t.size;
+        let by_tokens = t.shape.as_ref().is_some_and(|dims| {
+            tokens > 0
+                && (dims.len() >= 3 && dims[1] == seq
+                    || dims.len() >= 2 && dims[1] == seq && dims[0] == 1
+                    || dims.first().is_some_and(|&d| d >= tokens)
+                    || dims.len() == 3 && dims[2] == seq)
+        });
+        if by_tokens {
+            scaled += t.size;
+        }
+    }
+    (all > 0).then(|| scaled as f64 / all as f64)
+}
+
+/// Scales `bytes` by `factor`; a factor of exactly 1 gives `bytes` back.
+fn scale(bytes: i64, factor: f64) -> i64 {
+    (bytes as f64 * factor).round() as i64
+}
+
+/// Predicts one rank at `to`, from its parts measured at `from`.
+pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
+    let held = f64::from(from.pipeline_parallel_size) / f64::from(to.pipeline_parallel_size);
+    let tokens = to.tokens() / from.tokens();
+    let in_flight = to.in_flight_per_layer() / from.in_flight_per_layer();
+    let share = m.token_share.unwrap_or(1.0);
+    let activations = (share * tokens + (1.0 - share)) * in_flight;
+    let held_rule = "∝ layers held: pp / pp′ (layers spread evenly; expert parallelism and \
+                     FSDP sharding kept)";
+    let act_rule = match m.token_share {
+        Some(s) => format!(
+            "∝ seq·mb/cp for the {:.0}% of saved bytes shaped by tokens, fixed for the rest \
+             (saved-tensor prints); × (2pp+1)/(2pp) micro-batch stages in flight per layer \
+             (DualPipeV)",
+            s * 100.0
+        ),
+        None => "∝ seq·mb/cp (no saved-tensor prints: all of it taken as shaped by tokens); × \
+                 (2pp+1)/(2pp) micro-batch stages in flight per layer (DualPipeV)"
+            .to_owned(),
+    };
+    let part = |name, bytes, factor: f64, rule: &str, from: &str| Component {
+        name,
+        measured_bytes: bytes,
+        predicted_bytes: scale(bytes, factor),
+        rule: rule.to_owned(),
+        measured_from: from.to_owned(),
+        in_peak: true,
+    };
+    let mut components = vec![
+        part(
+            "weights",
+            m.weights,
+            held,
+            held_rule,
+            "the last setup_model print",
+        ),
+        part(
+            "other_static",
+            m.other_static,
+            1.0,
+            "fixed",
+            "Before pipeline minus the weights",
+        ),
+        part(
+            "gradients",
+            m.gradients,
+            held,
+            held_rule,
+            "After Step8 minus Before pipeline, at most the growth to the peak",
+        ),
+        part(
+            "optimizer_state",
+            m.optimizer.0,
+            held,
+            held_rule,
+            m.optimizer.1,
+        ),
+        part(
+            "activations",
+            m.activations,
+            activations,
+            &act_rule,
+            "the prints' peak minus Before pipeline, less the gradients",
+        ),
+        part(
+            "unattributed",
+            m.unattributed,
+            1.0,
+            "fixed (transient buffers such as the cuBLAS workspace, allocations between prints)",
+            "the steady-state peak minus the parts above",
+        ),
+    ];
+    let peak = Figure {
+        measured_bytes: m.peak(),
+        predicted_bytes: components.iter().map(|c| c.predicted_bytes).sum(),
+    };
+    components.push(Component {
+        name: "allocator_reserve",
+        measured_bytes: scale(peak.measured_bytes, m.reserve_fraction),
+        predicted_bytes: scale(peak.predicted_bytes, m.reserve_fraction),
+        rule: format!(
+            "kept at {:.1}% of the peak (its share at the prints' peak)",
+            m.reserve_fraction * 100.0
+        ),
+        measured_from: "cached at the prints' peak".to_owned(),
+        in_peak: false,
+    });
+    components.push(Component {
+        name: "non_pytorch",
+        measured_bytes: m.non_pytorch,
+        predicted_bytes: m.non_pytorch,
+        rule: "fixed (CUDA context, NCCL)".to_owned(),
+        measured_from: "non-pt= at the prints' peak".to_owned(),
+        in_peak: false,
+    });
+    let device = Figure {
+        measured_bytes: components.iter().map(|c| c.measured_bytes).sum(),
+        predicted_bytes: components.iter().map(|c| c.predicted_bytes).sum(),
+    };
+    RankWhatIf {
+        rank: m.rank,
+        pp: m.pp,
+        peak,
+        device,
+        components,
+    }
+}
+
+/// The method line of every section.
+const METHOD: &str = "memprints scales each measured part by its own rule (PithTrain's \
+     estimator is not run); these are predictions, not measurements";
+
+/// Notes on settings no part scales with, for `changes`.
+fn notes_for(from: &Settings, to: &Settings) -> Vec<String> {
+    let mut notes = Vec::new();
+    if to.expert_parallel_size != from.expert_parallel_size {
+        notes.push(
+            "expert-parallel-size moves no part: the expert share of the parameters is not in \
+             the log, and each rank receives about as many routed tokens at any ep"
+                .to_owned(),
+        );
+    }
+    if to.global_batch_size != from.global_batch_size {
+        notes.push(
+            "global-batch-size changes only the micro-batches per step, which the peak does not \
+             depend on"
+                .to_owned(),
+        );
+    }
+    if to.micro_batches() < 2 * to.pipeline_parallel_size {
+        notes.push(format!(
+            "{} micro-batches per step (global batch / micro-batch) are fewer than DualPipeV's \
+             2·pp = {}: PithTrain will not run this",
+            to.micro_batches(),
+            2 * to.pipeline_parallel_size
+        ));
+    }
+    if !to.sequence_length.is_multiple_of(to.context_parallel_size) {
+        notes.push("the sequence length does not split evenly over context parallelism".to_owned());
+    }
+    notes
+}
+
+/// The run's settings, or why there are none.
+fn settings_of(config: Option<&LoggedConfig>) -> Result<Settings, String> {
+    let config = config.ok_or("the log has no PithTrain config line (launch(cfg=…))")?;
+    Settings::from_logged(config)
+        .map_err(|missing| format!("the config line lacks {}", missing.join(", ")))
+}
+
+/// The `--what-if` section of one run.
+pub fn section(run: &Run, config: Option<&LoggedConfig>, changes: &[Change]) -> WhatIfSection {
+    let mut out = WhatIfSection {
+        settings: SettingsPair {
+            measured: None,
+            predicted: None,
+            changes: changes.iter().map(Change::to_string).collect(),
+        },
+        method: METHOD.to_owned(),
+        ranks: Vec::new(),
+        notes: Vec::new(),
+        error: None,
+    };
+    let from = match settings_of(config) {
+        Ok(s) => s,
+        Err(e) => {
+            out.error = Some(e);
+            return out;
+        }
+    };
+    let to = from.with(changes);
+    out.settings.measured = Some(from);
+    out.settings.predicted = Some(to);
+    out.notes = notes_for(&from, &to);
+    out.ranks = measure(run)
+        .iter()
+        .map(|m| predict(m, &from, &to))
+        .collect();
+    if out.ranks.is_empty() {
+        out.error = Some("no rank has a pipeline peak to start from".to_owned());
+    }
+    out
+}
+
+/// A rank's parts at its own settings (any settings predict themselves).
+fn as_measured(m: &RankMeasure) -> RankWhatIf {
+    let s = Settings {
+        sequence_length: 1,
+        micro_batch_size: 1,
+        global_batch_size: 2,
+        pipeline_parallel_size: 1,
+        expert_parallel_size: 1,
+        context_parallel_size: 1,
+    };
+    predict(m, &s, &s)
+}
+
+/// What to change on the worst rank, ranked; `None` without a pipeline peak.
+pub fn what_to_change(run: &Run, config: Option<&LoggedConfig>) -> Option<WhatToChange> {
+    let measures = measure(run);
+    let settings = settings_of(config);
+    let worst = measures.iter().max_by_key(|m| {
+        (
+            as_measured(m).device.measured_bytes,
+            std::cmp::Reverse(m.rank),
+        )
+    })?;
+    let now = as_measured(worst);
+    let mut actions = Vec::new();
+    let mut not_offered = Vec::new();
+    match &settings {
+        Ok(s) => {
+            let mut try_change = |action: String, key: Key, value: u32, cost: String| {
+                let to = s.with(&[Change { key, value }]);
+                if to.micro_batches() < 2 * to.pipeline_parallel_size {
+                    return;
+                }
+                let p = predict(worst, s, &to);
+                let saves = now.device.measured_bytes - p.device.predicted_bytes;
+                if saves > 0 {
+                    actions.push(Action {
+                        action,
+                        setting: format!("{}={value}", key.field()),
+                        saves_bytes: saves,
+                        predicted_device_bytes: p.device.predicted_bytes,
+                        cost,
+                    });
+                }
+            };
+            if s.micro_batch_size > 1 {
+                let mb = s.micro_batch_size / 2;
+                try_change(
+                    format!("halve the micro-batch ({} → {mb})", s.micro_batch_size),
+                    Key::MicroBatchSize,
+                    mb,
+                    format!(
+                        "keep global_batch_size={}: twice the micro-batches per step",
+                        s.global_batch_size
+                    ),
+                );
+            }
+            let pp = 2 * s.pipeline_parallel_size;
+            try_change(
+                format!(
+                    "double the pipeline stages ({} → {pp})",
+                    s.pipeline_parallel_size
+                ),
+                Key::PipelineParallelSize,
+                pp,
+                "twice the GPUs per data-parallel replica".to_owned(),
+            );
+            let cp = 2 * s.context_parallel_size;
+            if s.sequence_length.is_multiple_of(cp) {
+                try_change(
+                    format!(
+                        "double context parallelism ({} → {cp})",
+                        s.context_parallel_size
+                    ),
+                    Key::ContextParallelSize,
+                    cp,
+                    "twice the GPUs per data-parallel replica".to_owned(),
+                );
+            }
+            if s.sequence_length >= 2 {
+                let seq = s.sequence_length / 2;
+                try_change(
+                    format!("halve the sequence ({} → {seq})", s.sequence_length),
+                    Key::SequenceLength,
+                    seq,
+                    "trains on shorter sequences".to_owned(),
+                );
+            }
+            not_offered.push(
+                "more expert parallelism: not computed, the expert share of the parameters is \
+                 not in the log"
+                    .to_owned(),
+            );
+        }
+        Err(e) => not_offered.push(format!("changes of settings: {e}")),
+    }
+    let reserve = now
+        .components
+        .iter()
+        .find(|c| c.name == "allocator_reserve")
+        .map_or(0, |c| c.measured_bytes);
+    if reserve >= 256 << 20 && reserve * 20 >= now.device.measured_bytes {
+        actions.push(Action {
+            action: "let the allocator grow segments instead of reserving new ones".to_owned(),
+            setting: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".to_owned(),
+            saves_bytes: reserve,
+            predicted_device_bytes: now.device.measured_bytes - reserve,
+            cost: "up to the unused reserve; an environment variable of the launch".to_owned(),
+        });
+    }
+    not_offered.push("activation recomputation: PithTrain has no setting for it".to_owned());
+    not_offered.push(
+        "a fused loss: PithTrain already computes the loss with its fused in-place \
+         cross-entropy"
+            .to_owned(),
+    );
+    actions.sort_by_key(|a| std::cmp::Reverse(a.saves_bytes));
+    Some(WhatToChange {
+        worst_rank: worst.rank,
+        worst_device_bytes: now.device.measured_bytes,
+        actions,
+        not_offered,
+    })
+}
+
+/// Fills each run's `what_to_change`, and its `what_if` when `changes` are given. The config
+/// lines are read again only when some run has a pipeline peak to start from.
+pub fn attach(report: &mut Report, changes: &[Change]) {
+    if report.runs.iter().all(|r| r.summary.peak_rank.is_none()) {
+        return;
+    }
+    let configs: Vec<Vec<LoggedConfig>> = report
+        .inputs
+        .iter()
+        .map(|input| config_lines(std::path::Path::new(input)))
+        .collect();
+    for n in 0..report.runs.len() {
+        let config = config_of(report, n, &configs);
+        let run = &report.runs[n];
+        let what_to_change = what_to_change(run, config.as_ref());
+        let what_if = (!changes.is_empty()).then(|| section(run, config.as_ref(), changes));
+        let run = &mut report.runs[n];
+        run.what_to_change = what_to_change;
+        run.what_if = what_if;
+    }
+}
+
+/// The config line of run `n`: the k-th of its first source when it is that source's k-th run,
+/// else the first of any of its sources.
+fn config_of(report: &Report, n: usize, configs: &[Vec<LoggedConfig>]) -> Option<LoggedConfig> {
+    let index = |source: &String| report.inputs.iter().position(|i| i == source);
+    let run = &report.runs[n];
+    let first = run.sources.first()?;
+    let earlier = report.runs[..n]
+        .iter()
+        .filter(|r| r.sources.first() == Some(first))
+        .count();
+    index(first)
+        .and_then(|i| configs[i].get(earlier))
+        .or_else(|| run.sources.iter().find_map(|s| configs[index(s)?].first()))
+        .cloned()
+}
+
+/// PithTrain's config lines (`launch(cfg=`) of one log, in order, reading at most
+/// [`crate::scan::LINE_CAP`] bytes of any line; an unreadable log has none.
+fn config_lines(path: &std::path::Path) -> Vec<LoggedConfig> {
+    use std::io::BufRead;
+    let Ok(reader) = crate::scan::inputs::open(path) else {
+        return Vec::new();
+    };
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, reader);
+    let (mut out, mut line) = (Vec::new(), Vec::new());
+    while let Ok(buf) = reader.fill_buf() {
+        if buf.is_empty() {
+            break;
+        }
+        let (part, used, ends) = match memchr::memchr(b'\n', buf) {
+            Some(at) => (&buf[..at], at + 1, true),
+            None => (buf, buf.len(), false),
+        };
+        let room = crate::scan::LINE_CAP.saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        reader.consume(used);
+        if ends {
+            if memchr::memmem::find(&line, b"launch(cfg=").is_some()
+                && let Some(c) = LoggedConfig::parse(&String::from_utf8_lossy(&line))
+            {
+                out.push(c);
+            }
+            line.clear();
+        }
+    }
+    if memchr::memmem::find(&line, b"launch(cfg=").is_some()
+        && let Some(c) = LoggedConfig::parse(&String::from_utf8_lossy(&line))
+    {
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    fn data(path: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/data")
+            .join(path)
+    }
+
+    fn report(log: &str, changes: &[Change]) -> Report {
+        let opts = super::super::ReportOptions {
+            what_if: changes.to_vec(),
+            ..Default::default()
+        };
+        super::super::run_report(&[data(log)], &opts).unwrap()
+    }
+
+    fn change(text: &str) -> Change {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn keys_are_read_in_kebab_case_by_alias_and_as_pithtrain_fields() {
+        assert_eq!(
+            change("micro-batch-size=2"),
+            Change {
+                key: Key::MicroBatchSize,
+                value: 2
+            }
+        );
+        assert_eq!(change("pp=4").key, Key::PipelineParallelSize);
+        assert_eq!(change("sequence_length=8192").key, Key::SequenceLength);
+        assert_eq!(change("EP=8").key, Key::ExpertParallelSize);
+    }
+
+    #[test]
+    fn a_bad_key_or_value_is_one_line_listing_the_keys() {
+        for bad in ["mb=2", "pp=0", "pp=two", "pp"] {
+            let err = bad.parse::<Change>().unwrap_err().to_string();
+            assert!(!err.contains('\n'), "{err}");
+            assert!(
+                err.contains(
+                    "sequence-length, micro-batch-size, global-batch-size, \
+                              pipeline-parallel-size (pp), expert-parallel-size (ep), \
+                              context-parallel-size (cp)"
+                ),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn at_the_measured_settings_the_prediction_is_the_measurement() {
+        for log in [
+            "e2e/qwen3-tiny-pp1-instr.log",
+            "e2e/dsv2-tiny-pp1-instr.log",
+            "e2e/qwen3-tiny-pp1-resume.log",
+            "report/pp4_srun_ansi_crlf.log",
+        ] {
+            let r = report(log, &[change("global-batch-size=16")]);
+            for run in &r.runs {
+                let Some(w) = &run.what_if else { continue };
+                for rank in &w.ranks {
+                    for c in &rank.components {
+                        if w.settings.measured.unwrap().global_batch_size == 16 {
+                            assert_eq!(c.measured_bytes, c.predicted_bytes, "{log} {}", c.name);
+                        }
+                    }
+                }
+            }
+        }
+        let r = report(
+            "e2e/qwen3-tiny-pp1-instr.log",
+            &[change("micro-batch-size=2")],
+        );
+        let run = &r.runs[0];
+        let w = run.what_if.as_ref().unwrap();
+        let rank = &w.ranks[0];
+        let steady = run
+            .training
+            .as_ref()
+            .unwrap()
+            .steady_peak_gpu_memory
+            .unwrap();
+        assert_eq!(rank.peak.measured_bytes, steady);
+        assert_eq!(rank.peak.predicted_bytes, steady);
+        assert_eq!(rank.device.predicted_bytes, rank.device.measured_bytes);
+        let in_peak: i64 = rank
+            .components
+            .iter()
+            .filter(|c| c.in_peak)
+            .map(|c| c.measured_bytes)
+            .sum();
+        assert_eq!(in_peak, steady);
+    }
+
+    #[test]
+    fn the_steady_state_peak_leaves_step_1_out() {
+        let r = report("e2e/qwen3-tiny-pp1-instr.log", &[]);
+        let t = r.runs[0].training.as_ref().unwrap();
+        // Step 1: 0.18 GB, steps 2 and 3: 0.21 GB.
+        assert_eq!(t.first_step_peak_gpu_memory, Some(193_273_528));
+        assert_eq!(t.steady_peak_gpu_memory, Some(225_485_783));
+        assert!(r.runs[0].what_if.is_none());
+    }
+
+    fn measure_of(activations: i64, share: Option<f64>) -> RankMeasure {
+        RankMeasure {
+            rank: 0,
+            pp: Some(0),
+            weights: 1000,
+            other_static: 10,
+            gradients: 2000,
+            optimizer: (4000, "test"),
+            activations,
+            token_share: share,
+            unattributed: 100,
+            peak_from: String::new(),
+            reserve_fraction: 0.1,
+            non_pytorch: 500,
+        }
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            sequence_length: 1024,
+            micro_batch_size: 1,
+            global_batch_size: 8,
+            pipeline_parallel_size: 1,
+            expert_parallel_size: 1,
+            context_parallel_size: 1,
+        }
+    }
+
+    fn predicted(p: &RankWhatIf, name: &str) -> i64 {
+        p.components
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .predicted_bytes
+    }
+
+    #[test]
+    fn activations_follow_tokens_per_micro_batch_for_their_token_shaped_share() {
+        let m = measure_of(10_000, Some(0.75));
+        let from = settings();
+        let seq8 = predict(&m, &from, &from.with(&[change("sequence-length=8192")]));
+        assert_eq!(predicted(&seq8, "activations"), 2_500 + 7_500 * 8);
+        assert_eq!(predicted(&seq8, "weights"), 1000);
+        assert_eq!(predicted(&seq8, "unattributed"), 100);
+        let mb2 = predict(&m, &from, &from.with(&[change("micro-batch-size=2")]));
+        let cp2 = predict(
+            &m,
+            &from.with(&[change("sequence-length=2048")]),
+            &from.with(&[change("sequence-length=2048"), change("cp=2")]),
+        );
+        assert_eq!(predicted(&mb2, "activations"), 2_500 + 7_500 * 2);
+        assert_eq!(predicted(&cp2, "activations"), 2_500 + 7_500 / 2);
+        let gbs = predict(&m, &from, &from.with(&[change("global-batch-size=64")]));
+        assert_eq!(gbs.peak.predicted_bytes, gbs.peak.measured_bytes);
+    }
+
+    #[test]
+    fn more_pipeline_stages_divide_what_a_rank_holds_and_the_stages_in_flight() {
+        let m = measure_of(12_000, None);
+        let from = settings();
+        let pp4 = predict(&m, &from, &from.with(&[change("pp=4")]));
+        assert_eq!(predicted(&pp4, "weights"), 250);
+        assert_eq!(predicted(&pp4, "gradients"), 500);
+        assert_eq!(predicted(&pp4, "optimizer_state"), 1000);
+        // (2·4+1)/(2·4) against (2·1+1)/(2·1): 9/8 ÷ 3/2 = 3/4.
+        assert_eq!(predicted(&pp4, "activations"), 9_000);
+        assert_eq!(predicted(&pp4, "non_pytorch"), 500);
+    }
+
+    /// An estimator output's `Activations (LayerRecord tensors)` plus `Autograd saved tensors`,
+    /// in MiB, from its breakdown lines (`214.56 MB`, `1.111 GB`).
+    fn estimator_activations(name: &str) -> f64 {
+        let text = std::fs::read_to_string(data(&format!("whatif/{name}"))).unwrap();
+        let mut sum = 0.0;
+        for line in text.lines().map(str::trim) {
+            let Some(rest) = ["Autograd saved tensors  ", "Activations (records)  "]
+                .iter()
+                .find_map(|p| line.strip_prefix(p))
+            else {
+                continue;
+            };
+            let mut words = rest.split_whitespace();
+            let value: f64 = words.next().unwrap().parse().unwrap();
+            sum += match words.next().unwrap() {
+                "GB" => value * 1024.0,
+                "MB" => value,
+                unit => panic!("{unit}"),
+            };
+        }
+        sum
+    }
+
+    #[test]
+    fn the_token_rule_agrees_with_pithtrains_estimator_on_the_whatif_sweep() {
+        // The estimator's activations are a fixed part (saved weights) plus a part ∝ seq·mb:
+        // the same tokens give the same figure, and the two smallest shapes fix both parts.
+        let base = estimator_activations("estimate-s1024-mb1.txt");
+        let double = estimator_activations("estimate-s2048-mb1.txt");
+        assert_eq!(double, estimator_activations("estimate-s1024-mb2.txt"));
+        let per_1024 = double - base;
+        let share = per_1024 / base;
+        let m = measure_of(base.round() as i64, Some(share));
+        let from = settings();
+        for (file, seq, mb) in [
+            ("estimate-s4096-mb1.txt", 4096, 1),
+            ("estimate-s8192-mb1.txt", 8192, 1),
+            ("estimate-s8192-mb32.txt", 8192, 32),
+        ] {
+            let to = from.with(&[
+                Change {
+                    key: Key::SequenceLength,
+                    value: seq,
+                },
+                Change {
+                    key: Key::MicroBatchSize,
+                    value: mb,
+                },
+            ]);
+            let ours = predicted(&predict(&m, &from, &to), "activations") as f64;
+            let theirs = estimator_activations(file);
+            assert!(
+                (ours - theirs).abs() <= 0.05 * theirs,
+                "{file}: memprints {ours:.0} MiB, estimator {theirs:.0} MiB"
+            );
+        }
+    }
+
+    #[test]
+    fn what_to_change_ranks_actions_that_save_and_names_the_setting() {
+        let r = report("e2e/qwen3-tiny-pp1-instr.log", &[]);
+        let w = r.runs[0].what_to_change.as_ref().unwrap();
+        assert_eq!(w.worst_rank, 0);
+        assert!(!w.actions.is_empty());
+        assert!(
+            w.actions
+                .windows(2)
+                .all(|a| a[0].saves_bytes >= a[1].saves_bytes)
+        );
+        assert!(w.actions.iter().all(|a| a.saves_bytes > 0));
+        assert!(
+            w.actions
+                .iter()
+                .any(|a| a.setting == "training.micro_batch_size=1")
+        );
+        assert!(
+            w.actions
+                .iter()
+                .any(|a| a.setting == "distributed.pipeline_parallel_size=2")
+        );
+    }
+
+    #[test]
+    fn without_a_config_line_the_what_if_says_so() {
+        let r = report("report/pp1_default_prefix.log", &[change("pp=2")]);
+        for run in &r.runs {
+            if let Some(w) = &run.what_if
+                && w.settings.measured.is_none()
+            {
+                assert!(w.error.as_deref().unwrap().contains("config line"));
+            }
+        }
+    }
+}
