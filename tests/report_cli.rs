@@ -395,3 +395,85 @@ fn a_rotated_log_is_read_around_its_nul_bytes_and_says_so() {
     let report = report_json(&[pickle.to_str().unwrap()]);
     assert_eq!(report["skipped"][0]["reason"], "binary data, not a log");
 }
+
+fn report_text(args: &[&str]) -> String {
+    let out = memprints().arg("report").args(args).assert().success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
+#[test]
+fn a_run_that_died_of_an_exception_says_so_with_its_last_frames_and_where_it_stopped() {
+    let log = "tests/data/crash/qwen3-tiny-dataset-too-small.log";
+    let report = report_json(&[log]);
+    assert_matches_schema(&report);
+    let crash = &report["runs"][0]["crash"];
+    assert_eq!(crash["exception"], "RuntimeError: Dataset is too small");
+    assert_eq!(crash["kind"], "RuntimeError");
+    assert_eq!(crash["out_of_memory"], false);
+    assert_eq!(crash["rank"], 0);
+    assert_eq!(crash["peak_is_lower_bound"], true);
+    let frames = crash["frames"].as_array().unwrap();
+    assert_eq!(frames.len(), 8, "the last 8 of 9 traceback lines");
+    assert_eq!(
+        frames.last().unwrap(),
+        "    raise RuntimeError(\"Dataset is too small\")"
+    );
+    assert_eq!(crash["stopped_at"]["last_step"], Value::Null);
+    assert_eq!(crash["stopped_at"]["last_print"], "after apply_fsdp");
+    assert!(report["runs"][0]["oom"].is_null());
+    let text = report_text(&[log]);
+    assert!(
+        text.contains("The run died of an exception on rank 0: RuntimeError: Dataset is too small"),
+        "{text}"
+    );
+    assert!(text.contains("rank 0's last memory print was “after apply_fsdp”"));
+    assert!(text.contains("lower bound"));
+    for format in ["markdown", "html"] {
+        let out = report_text(&[log, "--format", format]);
+        assert!(out.contains("Dataset is too small"), "{format}");
+        assert!(out.contains("raise RuntimeError"), "{format}");
+    }
+}
+
+#[test]
+fn an_oom_keeps_pytorchs_whole_message_and_reads_its_figures() {
+    let log = "tests/data/crash/qwen3-tiny-oom.log";
+    let report = report_json(&[log]);
+    assert_matches_schema(&report);
+    let run = &report["runs"][0];
+    let gib = |x: f64| (x * (1u64 << 30) as f64).round() as i64;
+    let oom = &run["oom"];
+    assert!(
+        oom["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("notes/cuda.html#environment-variables)")
+    );
+    assert_eq!(oom["tried_to_allocate"], gib(139.5));
+    assert_eq!(oom["gpu"], 0);
+    assert_eq!(oom["capacity"], gib(139.81));
+    assert_eq!(oom["free"], gib(138.46));
+    assert_eq!(oom["process_in_use"], gib(1.34));
+    assert_eq!(oom["allocated_by_pytorch"], 112_i64 * (1 << 20) + (1 << 19));
+    assert_eq!(oom["reserved_unallocated"], 17_i64 * (1 << 20) + (1 << 19));
+    let crash = &run["crash"];
+    assert_eq!(crash["out_of_memory"], true);
+    assert_eq!(crash["kind"], "torch.OutOfMemoryError");
+    assert_eq!(
+        crash["frames"].as_array().unwrap().last().unwrap(),
+        "    return func(*args, **kwargs)"
+    );
+    assert_eq!(
+        crash["stopped_at"]["last_print"],
+        "Step2 i=0 forward_chunk(1)"
+    );
+    for format in ["text", "markdown", "html"] {
+        let out = report_text(&[log, "--format", format]);
+        assert!(
+            out.contains("to avoid fragmentation.  See documentation for Memory Management"),
+            "{format}: the whole message"
+        );
+        assert!(out.contains("free on the GPU"), "{format}");
+        assert!(out.contains("138.46"), "{format}");
+    }
+}

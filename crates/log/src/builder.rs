@@ -25,15 +25,15 @@ use super::passes::{self, Passes, last_point};
 use super::rank_map::RankMap;
 use super::runs::{self, RankProgress};
 use super::schema::{
-    Checkpoint, LastPoint, Oom, PipelineEntry, PointSource, RankReport, Report, Run, RunStats,
-    SCHEMA_VERSION, SetupEntry, SetupPhase, SnapshotFile, Stats, Training,
+    Checkpoint, Crash, LastPoint, Oom, PipelineEntry, PointSource, RankReport, Report, Run,
+    RunStats, SCHEMA_VERSION, SetupEntry, SetupPhase, SnapshotFile, Stats, StoppedAt, Training,
 };
 use super::step_and_oom::{StepRun, parse_oom_line, parse_step_line};
-use super::{joined, summary};
+use super::{crash, joined, summary};
 
 /// Unparsed prints kept as examples in [`Stats::unparsed_examples`].
 const UNPARSED_EXAMPLES: usize = 5;
-/// Characters kept of an example print or an OOM message.
+/// Characters kept of an example print.
 const EXAMPLE_CHARS: usize = 200;
 
 /// One rank's report while it is being folded, and what the next print is compared with.
@@ -78,6 +78,8 @@ struct RunState {
     training: Option<Training>,
     oom: Option<Oom>,
     oom_ranks: BTreeSet<u32>,
+    /// The exception at the end of one of its sources' logs ([`crash`]).
+    exception: Option<crash::Exception>,
     sources: BTreeSet<usize>,
     /// The source last inserted into `sources` (the look-up runs on every print).
     noted_source: Option<usize>,
@@ -139,6 +141,14 @@ impl ReportBuilder {
                 launched: true,
                 ..RunState::default()
             }),
+        }
+    }
+
+    /// Says that the input being read ended with `tail` (its last bytes, [`crash::TAIL_BYTES`]
+    /// at most): the exception of a traceback there ended the run being read.
+    pub fn end_source(&mut self, tail: &[u8]) {
+        if let Some(exception) = crash::last_exception(tail) {
+            self.run().exception = Some(exception);
         }
     }
 
@@ -353,7 +363,13 @@ impl ReportBuilder {
                 lines: 0,
                 ranks: Vec::new(),
                 tried_to_allocate: oom.tried_to_allocate,
-                message: oom.message.chars().take(EXAMPLE_CHARS).collect(),
+                message: oom.message.to_owned(),
+                gpu: oom.gpu,
+                capacity: oom.capacity,
+                free: oom.free,
+                process_in_use: oom.process_in_use,
+                allocated_by_pytorch: oom.allocated_by_pytorch,
+                reserved_unallocated: oom.reserved_unallocated,
             });
             entry.lines += 1;
             run.oom_ranks.extend(oom.rank);
@@ -421,12 +437,14 @@ impl RunState {
             o.ranks = self.oom_ranks.into_iter().collect();
             o
         });
+        let crash = crash_of(self.exception, oom.as_ref(), self.training.as_ref(), &ranks);
         let mut run = Run {
             name,
             sources: self.sources.iter().map(|&s| inputs[s].clone()).collect(),
             stats: self.stats,
             training: self.training,
             oom,
+            crash,
             summary: summary::across_ranks(&ranks),
             memory: Default::default(),
             ranks,
@@ -435,6 +453,41 @@ impl RunState {
         run.memory = joined::prints_and_steps(&run);
         run
     }
+}
+
+/// The [`Crash`] of a run that ended in `exception` or logged `oom` (an OOM line without a
+/// traceback at the end of the log: the crash is that line); `None` when neither.
+fn crash_of(
+    exception: Option<crash::Exception>,
+    oom: Option<&Oom>,
+    training: Option<&Training>,
+    ranks: &[RankReport],
+) -> Option<Crash> {
+    let exception = exception.or_else(|| {
+        oom.map(|o| crash::Exception {
+            rank: o.ranks.first().copied(),
+            line: o.message.clone(),
+            frames: Vec::new(),
+        })
+    })?;
+    let stopped = exception
+        .rank
+        .and_then(|r| ranks.iter().find(|x| x.rank == r))
+        .or_else(|| ranks.first())
+        .filter(|r| r.last_point.is_some());
+    Some(Crash {
+        kind: exception.kind().to_owned(),
+        out_of_memory: exception.line.contains("CUDA out of memory"),
+        exception: exception.line,
+        rank: exception.rank,
+        frames: exception.frames,
+        peak_is_lower_bound: true,
+        stopped_at: StoppedAt {
+            last_step: training.map(|t| t.last_step),
+            rank: stopped.map(|r| r.rank),
+            last_print: stopped.and_then(|r| r.last_point.as_ref().map(|p| p.label.clone())),
+        },
+    })
 }
 
 impl RankState {

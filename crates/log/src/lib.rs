@@ -15,6 +15,7 @@
 
 pub mod builder;
 pub mod chunked;
+pub mod crash;
 pub mod estimate;
 pub mod inputs;
 pub mod joined;
@@ -100,6 +101,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         };
         builder.begin_source_launching(read.len(), collected.launches);
         collected.replay(|item| builder.item(item));
+        builder.end_source(&collected.tail);
         builder.count_scan(collected.counts);
         notes.extend(collected.nuls.note(&file.display().to_string()));
         read.push(file.display().to_string());
@@ -125,6 +127,8 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
                             builder.item(item)
                         })
                         .map_err(read_err)?;
+                        let bytes = map.bytes();
+                        builder.end_source(&bytes[bytes.len().saturating_sub(crash::TAIL_BYTES)..]);
                         builder.count_scan(counts);
                         return Ok(Some(inputs::NulSkipped::default()));
                     }
@@ -132,8 +136,12 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
                 let Some((reader, nuls)) = inputs::open_text(file).map_err(read_err)? else {
                     return Ok(None);
                 };
-                let counts = lines::scan(reader, lines::Mode::FoldSteps, |item| builder.item(item))
-                    .map_err(read_err)?;
+                let mut reader = crash::TailKeeper::new(reader);
+                let counts = lines::scan(&mut reader, lines::Mode::FoldSteps, |item| {
+                    builder.item(item)
+                })
+                .map_err(read_err)?;
+                builder.end_source(reader.tail());
                 builder.count_scan(counts);
                 Ok(Some(nuls.get()))
             };

@@ -57,6 +57,7 @@ impl<R> Report<R> {
                     stats: run.stats.clone(),
                     training: run.training.clone(),
                     oom: run.oom.clone(),
+                    crash: run.crash.clone(),
                     summary: run.summary.clone(),
                     memory: run.memory.clone(),
                     ranks: f(&run.ranks)?,
@@ -98,6 +99,9 @@ pub struct Run<R = RankReport> {
     pub training: Option<Training>,
     /// Set when the run logged a CUDA out-of-memory error.
     pub oom: Option<Oom>,
+    /// Set when the run ended in an exception (an OOM or any other): what it was, and where
+    /// the run stopped.
+    pub crash: Option<Crash>,
     /// Peaks across ranks and the imbalance between pipeline stages.
     pub summary: Summary,
     /// The prints' peak beside PithTrain's step peaks and the step-0 memory snapshots.
@@ -183,8 +187,55 @@ pub struct Oom {
     pub ranks: Vec<u32>,
     /// The first OOM line's `Tried to allocate` amount.
     pub tried_to_allocate: Option<i64>,
-    /// The first OOM line from `torch.OutOfMemoryError` on, cut to 200 characters.
+    /// The first OOM line from `torch.OutOfMemoryError` on, whole (PyTorch's hint included).
     pub message: String,
+    /// The device of `GPU N has a total capacity of …` (its index on the node).
+    pub gpu: Option<u32>,
+    /// `total capacity of C`: all the device holds.
+    pub capacity: Option<i64>,
+    /// `of which F is free` when the allocation failed.
+    pub free: Option<i64>,
+    /// `this process has U memory in use`: PyTorch's reserve and everything else the process
+    /// holds on the device.
+    pub process_in_use: Option<i64>,
+    /// `A is allocated by PyTorch`.
+    pub allocated_by_pytorch: Option<i64>,
+    /// `R is reserved by PyTorch but unallocated`: the caching allocator's unused reserve.
+    pub reserved_unallocated: Option<i64>,
+}
+
+/// The exception that ended a run (see [`super::crash`]): its figures are those of a run
+/// cut short, so every peak it shows is a lower bound of what the whole run would have needed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Crash {
+    /// The exception line: `RuntimeError: Dataset is too small`,
+    /// `torch.OutOfMemoryError: CUDA out of memory. …` (whole).
+    pub exception: String,
+    /// Its type: `RuntimeError`, `torch.OutOfMemoryError`.
+    pub kind: String,
+    /// It was a CUDA out-of-memory error.
+    pub out_of_memory: bool,
+    /// The rank of the launcher's prefix on its lines.
+    pub rank: Option<u32>,
+    /// The traceback lines before it, innermost last (at most 8, each cut to 240
+    /// characters); empty when only the OOM line was seen (no traceback at the end of the log).
+    pub frames: Vec<String>,
+    /// Always true: the run's peaks are lower bounds, the run stopped before it was done.
+    pub peak_is_lower_bound: bool,
+    /// Where the run stopped.
+    pub stopped_at: StoppedAt,
+}
+
+/// The last step line and the last memory print before a run stopped.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoppedAt {
+    /// The last step PithTrain logged; `None` when it logged none.
+    pub last_step: Option<u64>,
+    /// The rank whose last print is given: the crashing rank when known and printing, else the
+    /// first printing rank.
+    pub rank: Option<u32>,
+    /// That rank's last memory print.
+    pub last_print: Option<String>,
 }
 
 /// Across ranks: each rank's pipeline peak, the peaks per pipeline stage, the imbalance.
