@@ -477,3 +477,58 @@ fn an_oom_keeps_pytorchs_whole_message_and_reads_its_figures() {
         assert!(out.contains("138.46"), "{format}");
     }
 }
+
+#[test]
+fn each_rank_shows_its_capacity_headroom_and_status_in_every_format() {
+    let log = "tests/data/e2e/qwen3-tiny-pp1-instr.log";
+    // Without a capacity: none, no headroom, no status; never a 0.
+    let report = report_json(&[log]);
+    assert_matches_schema(&report);
+    let rank = &report["runs"][0]["ranks"][0];
+    assert!(rank["capacity"].is_null() && rank["headroom_bytes"].is_null());
+    assert!(rank["status"].is_null());
+    assert!(report_text(&[log]).contains("not known (pass --gpu-memory GIB)"));
+    // The peak's device total is 1.47 GiB (alloc 0.18 + cached 0.01 + outside 1.28).
+    let total = rank["breakdown"]["total"].as_i64().unwrap();
+    for (gib, status) in [("139.81", "fits"), ("1.5", "tight"), ("1", "out_of_memory")] {
+        let report = report_json(&[log, "--gpu-memory", gib]);
+        assert_matches_schema(&report);
+        let rank = &report["runs"][0]["ranks"][0];
+        let bytes = (gib.parse::<f64>().unwrap() * (1u64 << 30) as f64).round() as i64;
+        assert_eq!(
+            rank["capacity"],
+            serde_json::json!({"bytes": bytes, "from": "flag"})
+        );
+        assert_eq!(rank["headroom_bytes"], bytes - total);
+        assert_eq!(rank["status"], status, "{gib} GiB");
+    }
+    for format in ["text", "markdown", "html"] {
+        let out = report_text(&[log, "--gpu-memory", "1.5", "--format", format]);
+        assert!(out.contains("Capacity and headroom"), "{format}");
+        assert!(out.contains("1.50 (--gpu-memory)"), "{format}");
+        assert!(out.contains("tight (headroom under 5 %)"), "{format}");
+    }
+}
+
+#[test]
+fn an_oom_message_gives_the_capacity_and_marks_the_rank_out_of_memory() {
+    let report = report_json(&["tests/data/crash/qwen3-tiny-oom.log"]);
+    let rank = &report["runs"][0]["ranks"][0];
+    assert_eq!(rank["capacity"]["from"], "oom_message");
+    assert_eq!(
+        rank["capacity"]["bytes"],
+        report["runs"][0]["oom"]["capacity"]
+    );
+    assert_eq!(rank["status"], "out_of_memory");
+    let err = memprints()
+        .args([
+            "report",
+            "tests/data/crash/qwen3-tiny-oom.log",
+            "--gpu-memory",
+            "0",
+        ])
+        .assert()
+        .failure();
+    let stderr = String::from_utf8(err.get_output().stderr.clone()).unwrap();
+    assert!(stderr.contains("is not a GPU's memory"), "{stderr}");
+}

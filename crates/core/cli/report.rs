@@ -92,6 +92,12 @@ pub struct ReportArgs {
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
 
+    /// Each GPU's memory in GiB (e.g. 139.81 for an H200, as PyTorch's OOM message says): the
+    /// report shows every rank's headroom and whether it fits (tight under 5 %). Without it the
+    /// capacity comes from the run's OOM message, when there is one.
+    #[arg(long, value_name = "GIB", value_parser = parse_gib)]
+    pub gpu_memory: Option<i64>,
+
     /// Run PithTrain's memory estimator (tools/memory_estimator, no torch) for each profiled pp
     /// rank and set it beside the prints, event by event and component by component. It runs
     /// Python from `--repo` or the checkout at or above the current directory only.
@@ -253,6 +259,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         ranks: args.ranks.clone(),
         snapshots: args.snapshots.clone(),
         estimate,
+        gpu_memory: args.gpu_memory,
     };
     let report = run_report(&args.inputs, &opts)?;
     for note in &report.notes {
@@ -295,4 +302,17 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         None => write(out)?,
     }
     Ok(ExitStatus::Success)
+}
+
+/// `--gpu-memory`: a positive number of GiB, in bytes.
+fn parse_gib(text: &str) -> Result<i64, String> {
+    let gib: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of GiB (e.g. 139.81)"))?;
+    if !(gib > 0.0 && gib < 1e6) {
+        return Err(format!(
+            "{text} GiB is not a GPU's memory (0 < GIB < 1000000)"
+        ));
+    }
+    Ok((gib * (1u64 << 30) as f64).round() as i64)
 }

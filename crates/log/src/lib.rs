@@ -17,6 +17,7 @@ pub mod builder;
 pub mod chunked;
 pub mod crash;
 pub mod estimate;
+pub mod headroom;
 pub mod inputs;
 pub mod joined;
 pub mod lines;
@@ -50,6 +51,8 @@ pub struct ReportOptions {
     pub snapshots: Vec<PathBuf>,
     /// Run PithTrain's memory estimator and set it beside the prints (`--estimate`).
     pub estimate: Option<estimate::EstimateOptions>,
+    /// Every rank's GPU capacity in bytes (`--gpu-memory GIB`), over what the logs say.
+    pub gpu_memory: Option<i64>,
 }
 
 /// Why a report could not be made. Each prints as one line naming the path.
@@ -161,6 +164,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     let mut report = builder.finish(read);
     report.skipped = skipped;
     report.notes = notes;
+    headroom::attach(&mut report, opts.gpu_memory);
     joined::attach_snapshots(&mut report, &opts.snapshots);
     if let Some(estimate) = &opts.estimate {
         estimate::attach(&mut report, estimate);

@@ -323,6 +323,15 @@ pub struct RankReport {
     pub peak: Option<Peak>,
     /// Where the device memory went at [`Self::peak`].
     pub breakdown: Option<Breakdown>,
+    /// The GPU's capacity and where it was read ([`super::headroom`]); `None` when not known
+    /// (pass `--gpu-memory GIB`).
+    pub capacity: Option<Capacity>,
+    /// `capacity.bytes` minus the device total at the peak (`breakdown.total`); `None` without
+    /// either.
+    pub headroom_bytes: Option<i64>,
+    /// Whether the peak fits the GPU; `None` without a capacity (unless the run went out of
+    /// memory on this rank).
+    pub status: Option<FitStatus>,
     /// How memory outside PyTorch's allocator changed over the pipeline prints.
     pub non_pytorch_growth: Option<NonPytorchGrowth>,
     /// Detail-layer probes other than experts internals.
@@ -335,6 +344,40 @@ pub struct RankReport {
     pub snapshots: Vec<SnapshotFile>,
     /// The last memory figure this rank printed.
     pub last_point: Option<LastPoint>,
+}
+
+/// A GPU's capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capacity {
+    /// All the device holds, in bytes.
+    pub bytes: i64,
+    /// Where the figure was read.
+    pub from: CapacityFrom,
+}
+
+/// Where a [`Capacity`] was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapacityFrom {
+    /// PyTorch's OOM message: `GPU N has a total capacity of C`.
+    OomMessage,
+    /// `memprints report --gpu-memory GIB`.
+    Flag,
+    /// A figure the memory prints record (`torch.cuda.mem_get_info`'s total): the hook for
+    /// prints that print it.
+    Prints,
+}
+
+/// Whether a rank's peak fits its GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FitStatus {
+    /// Headroom of at least 5 % of the capacity.
+    Fits,
+    /// Headroom under 5 % of the capacity.
+    Tight,
+    /// The run went out of memory on this rank, or the peak exceeds the capacity.
+    OutOfMemory,
 }
 
 /// Which setup step printed a [`SetupEntry`].

@@ -12,7 +12,9 @@
 
 use crate::numbers::{gib, mib, plural, signed_gib};
 use crate::table::Table;
-use memprints_log::schema::{Breakdown, Crash, RankReport, Report, Run, SetupPhase};
+use memprints_log::schema::{
+    Breakdown, CapacityFrom, Crash, FitStatus, RankReport, Report, Run, SetupPhase,
+};
 
 use super::{estimate, view};
 
@@ -203,6 +205,7 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
         estimate::estimate_section(run, out);
         return;
     }
+    headroom_section(run, out);
     out.push(Block::Text(OUTSIDE_MEANS.to_owned()));
     out.push(Block::Charts { run: n });
     view::memory_view(run, out);
@@ -312,6 +315,67 @@ fn crash_section(run: &Run, crash: &Crash, out: &mut Vec<Block>) {
         });
         out.push(Block::Table(table));
     }
+}
+
+/// Each rank's peak against its GPU's capacity ([`memprints_log::headroom`]).
+fn headroom_section(run: &Run, out: &mut Vec<Block>) {
+    out.push(Block::Heading {
+        level: 2,
+        text: "Capacity and headroom".to_owned(),
+    });
+    if run
+        .ranks
+        .iter()
+        .all(|r| r.capacity.is_none() && r.status.is_none())
+    {
+        out.push(Block::Text(
+            "GPU capacity not known (pass --gpu-memory GIB): no headroom and no status.".to_owned(),
+        ));
+        return;
+    }
+    let mut table = Table::new(&[
+        ("rank", true),
+        ("peak device total", true),
+        ("capacity", true),
+        ("headroom", true),
+        ("status", false),
+    ]);
+    for r in &run.ranks {
+        let capacity = r.capacity.map_or_else(
+            || "not known (pass --gpu-memory GIB)".to_owned(),
+            |c| {
+                let from = match c.from {
+                    CapacityFrom::OomMessage => "OOM message",
+                    CapacityFrom::Flag => "--gpu-memory",
+                    CapacityFrom::Prints => "prints",
+                };
+                format!("{} ({from})", gib(c.bytes))
+            },
+        );
+        let status = match r.status {
+            Some(FitStatus::Fits) => "fits",
+            Some(FitStatus::Tight) => "tight (headroom under 5 %)",
+            Some(FitStatus::OutOfMemory) => "out of memory",
+            None => NOT_APPLICABLE,
+        };
+        table.rows.push(vec![
+            r.rank.to_string(),
+            measured(r.breakdown.as_ref().map(|b| b.total), gib),
+            capacity,
+            or_na(r.headroom_bytes, signed_gib),
+            status.to_owned(),
+        ]);
+    }
+    out.push(Block::Table(table));
+    let crashed = if run.crash.is_some() {
+        " The run crashed: the peaks are lower bounds."
+    } else {
+        ""
+    };
+    out.push(Block::Text(format!(
+        "The peak is the device total (allocated, cached and outside the allocator) at the \
+         rank's highest pipeline print; tight means under 5 % of the capacity left.{crashed}"
+    )));
 }
 
 fn across_ranks(run: &Run, out: &mut Vec<Block>) {
