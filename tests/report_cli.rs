@@ -532,3 +532,44 @@ fn an_oom_message_gives_the_capacity_and_marks_the_rank_out_of_memory() {
     let stderr = String::from_utf8(err.get_output().stderr.clone()).unwrap();
     assert!(stderr.contains("is not a GPU's memory"), "{stderr}");
 }
+
+#[test]
+fn a_plain_launch_then_an_instrumented_one_in_one_file_are_two_runs() {
+    let gb = |x: f64| (x * (1u64 << 30) as f64).round() as i64;
+    for (log, second_peak, second_ranks) in [
+        ("tests/data/pairings/plain-then-instr.log", 0.18, 1),
+        ("tests/data/pairings/plain-then-plain.log", 0.26, 0),
+    ] {
+        let report = report_json(&[log]);
+        assert_matches_schema(&report);
+        let runs = report["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{log}");
+        for run in runs {
+            assert_eq!(run["training"]["steps_logged"], 3, "{log}");
+        }
+        assert_eq!(runs[0]["training"]["first_step_peak_gpu_memory"], gb(0.22));
+        assert_eq!(runs[0]["ranks"].as_array().unwrap().len(), 0);
+        let second = &runs[1];
+        assert_eq!(
+            second["training"]["first_step_peak_gpu_memory"],
+            gb(second_peak)
+        );
+        assert_eq!(second["ranks"].as_array().unwrap().len(), second_ranks);
+        assert!(second["name"].as_str().unwrap().ends_with(", launch 2"));
+    }
+}
+
+#[test]
+fn a_one_rank_run_puts_no_gap_down_to_another_rank() {
+    let text = report_text(&[
+        "tests/data/e2e/dsv2-tiny-pp1-instr.log",
+        "--snapshots",
+        "tests/data/e2e/dsv2-tiny-pp1-instr-rank0-step0.pickle.gz",
+    ]);
+    assert!(
+        text.contains("lies beyond the snapshot of the pipeline too: outside model.step()"),
+        "{text}"
+    );
+    assert!(!text.contains("another rank"), "{text}");
+    assert!(!text.contains("train_step on every rank"), "{text}");
+}

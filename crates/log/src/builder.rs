@@ -85,6 +85,9 @@ struct RunState {
     noted_source: Option<usize>,
     /// A source of this run holds PithTrain's launch line.
     launched: bool,
+    /// The source of the run's latest step line: setup printed after it, or a step that does
+    /// not go up, in the same source is a new launch ([`runs`]).
+    steps_source: Option<usize>,
 }
 
 /// Builds a [`Report`] from lines fed in file order.
@@ -183,6 +186,17 @@ impl ReportBuilder {
     /// one by one would.
     pub fn steps(&mut self, steps: &StepRun) {
         let first = steps.first;
+        let source = self.source;
+        if self.runs.last().is_some_and(|run| {
+            run.steps_source == Some(source)
+                && run
+                    .training
+                    .as_ref()
+                    .is_some_and(|t| first.step <= t.last_step)
+        }) {
+            self.runs.push(RunState::default());
+        }
+        self.run().steps_source = Some(source);
         let t = self.run().training.get_or_insert(Training {
             steps_logged: 0,
             first_step: first.step,
@@ -261,17 +275,18 @@ impl ReportBuilder {
             parsed.event,
             Event::ProcessGroup { .. } | Event::Setup { .. }
         );
+        let source = self.source;
         if may_relaunch
             && self.runs.last().is_some_and(|run| {
                 run.progress
                     .get(parsed.rank)
                     .is_some_and(|p| p.relaunches(&parsed.event))
+                    || (run.steps_source == Some(source) && runs::starts_setup(&parsed.event))
             })
         {
             self.runs.push(RunState::default());
         }
         let wanted = self.wanted(parsed.rank);
-        let source = self.source;
         // Taken for the fold of this print, which may read kept detail from it.
         let map = self.map.take();
         let rank = parsed.rank;
