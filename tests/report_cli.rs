@@ -595,3 +595,187 @@ fn report_diff_is_a_subcommand_and_a_log_named_diff_is_dot_slash_diff() {
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert!(err.contains("comparing the last"), "{err}");
 }
+
+/// The text report, unwrapped (`--wide`), so that a sentence can be looked for whole.
+fn report_text(args: &[&str]) -> String {
+    let out = memprints()
+        .arg("report")
+        .arg("--wide")
+        .args(args)
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
+#[test]
+fn a_run_that_died_of_an_exception_says_so_with_its_last_frames_and_where_it_stopped() {
+    let log = "tests/data/crash/qwen3-tiny-dataset-too-small.log";
+    let report = report_json(&[log]);
+    assert_matches_schema(&report);
+    let crash = &report["runs"][0]["crash"];
+    assert_eq!(crash["exception"], "RuntimeError: Dataset is too small");
+    assert_eq!(crash["kind"], "RuntimeError");
+    assert_eq!(crash["out_of_memory"], false);
+    assert_eq!(crash["rank"], 0);
+    assert_eq!(crash["peak_is_lower_bound"], true);
+    let frames = crash["frames"].as_array().unwrap();
+    assert_eq!(frames.len(), 8, "the last 8 of 9 traceback lines");
+    assert_eq!(
+        frames.last().unwrap(),
+        "    raise RuntimeError(\"Dataset is too small\")"
+    );
+    assert_eq!(crash["stopped_at"]["last_step"], Value::Null);
+    assert_eq!(crash["stopped_at"]["last_print"], "after apply_fsdp");
+    assert!(report["runs"][0]["oom"].is_null());
+    let text = report_text(&[log]);
+    assert!(
+        text.contains("The run died of an exception on rank 0: RuntimeError: Dataset is too small"),
+        "{text}"
+    );
+    assert!(text.contains("rank 0's last memory print was “after apply_fsdp”"));
+    assert!(text.contains("lower bound"));
+    for format in ["markdown", "html"] {
+        let out = report_text(&[log, "--format", format]);
+        assert!(out.contains("Dataset is too small"), "{format}");
+        assert!(out.contains("raise RuntimeError"), "{format}");
+    }
+}
+
+#[test]
+fn an_oom_keeps_pytorchs_whole_message_and_reads_its_figures() {
+    let log = "tests/data/crash/qwen3-tiny-oom.log";
+    let report = report_json(&[log]);
+    assert_matches_schema(&report);
+    let run = &report["runs"][0];
+    let gib = |x: f64| (x * (1u64 << 30) as f64).round() as i64;
+    let oom = &run["oom"];
+    assert!(
+        oom["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("notes/cuda.html#environment-variables)")
+    );
+    assert_eq!(oom["tried_to_allocate"], gib(139.5));
+    assert_eq!(oom["gpu"], 0);
+    assert_eq!(oom["capacity"], gib(139.81));
+    assert_eq!(oom["free"], gib(138.46));
+    assert_eq!(oom["process_in_use"], gib(1.34));
+    assert_eq!(oom["allocated_by_pytorch"], 112_i64 * (1 << 20) + (1 << 19));
+    assert_eq!(oom["reserved_unallocated"], 17_i64 * (1 << 20) + (1 << 19));
+    let crash = &run["crash"];
+    assert_eq!(crash["out_of_memory"], true);
+    assert_eq!(crash["kind"], "torch.OutOfMemoryError");
+    assert_eq!(
+        crash["frames"].as_array().unwrap().last().unwrap(),
+        "    return func(*args, **kwargs)"
+    );
+    assert_eq!(
+        crash["stopped_at"]["last_print"],
+        "Step2 i=0 forward_chunk(1)"
+    );
+    for format in ["text", "markdown", "html"] {
+        let out = report_text(&[log, "--format", format]);
+        assert!(
+            out.contains("to avoid fragmentation.  See documentation for Memory Management"),
+            "{format}: the whole message"
+        );
+        assert!(out.contains("free on the GPU"), "{format}");
+        assert!(out.contains("138.46"), "{format}");
+    }
+}
+
+#[test]
+fn each_rank_shows_its_capacity_headroom_and_status_in_every_format() {
+    let log = "tests/data/e2e/qwen3-tiny-pp1-instr.log";
+    // Without a capacity: none, no headroom, no status; never a 0.
+    let report = report_json(&[log]);
+    assert_matches_schema(&report);
+    let rank = &report["runs"][0]["ranks"][0];
+    assert!(rank["capacity"].is_null() && rank["headroom_bytes"].is_null());
+    assert!(rank["status"].is_null());
+    assert!(report_text(&[log]).contains("not known (pass --gpu-memory GIB)"));
+    // The peak's device total is 1.47 GiB (alloc 0.18 + cached 0.01 + outside 1.28).
+    let total = rank["breakdown"]["total"].as_i64().unwrap();
+    for (gib, status) in [("139.81", "fits"), ("1.5", "tight"), ("1", "out_of_memory")] {
+        let report = report_json(&[log, "--gpu-memory", gib]);
+        assert_matches_schema(&report);
+        let rank = &report["runs"][0]["ranks"][0];
+        let bytes = (gib.parse::<f64>().unwrap() * (1u64 << 30) as f64).round() as i64;
+        assert_eq!(
+            rank["capacity"],
+            serde_json::json!({"bytes": bytes, "from": "flag"})
+        );
+        assert_eq!(rank["headroom_bytes"], bytes - total);
+        assert_eq!(rank["status"], status, "{gib} GiB");
+    }
+    for format in ["text", "markdown", "html"] {
+        let out = report_text(&[log, "--gpu-memory", "1.5", "--format", format]);
+        assert!(out.contains("Capacity and headroom"), "{format}");
+        assert!(out.contains("1.50 (--gpu-memory)"), "{format}");
+        assert!(out.contains("tight (headroom under 5 %)"), "{format}");
+    }
+}
+
+#[test]
+fn an_oom_message_gives_the_capacity_and_marks_the_rank_out_of_memory() {
+    let report = report_json(&["tests/data/crash/qwen3-tiny-oom.log"]);
+    let rank = &report["runs"][0]["ranks"][0];
+    assert_eq!(rank["capacity"]["from"], "oom_message");
+    assert_eq!(
+        rank["capacity"]["bytes"],
+        report["runs"][0]["oom"]["capacity"]
+    );
+    assert_eq!(rank["status"], "out_of_memory");
+    let err = memprints()
+        .args([
+            "report",
+            "tests/data/crash/qwen3-tiny-oom.log",
+            "--gpu-memory",
+            "0",
+        ])
+        .assert()
+        .failure();
+    let stderr = String::from_utf8(err.get_output().stderr.clone()).unwrap();
+    assert!(stderr.contains("is not a GPU's memory"), "{stderr}");
+}
+
+#[test]
+fn a_plain_launch_then_an_instrumented_one_in_one_file_are_two_runs() {
+    let gb = |x: f64| (x * (1u64 << 30) as f64).round() as i64;
+    for (log, second_peak, second_ranks) in [
+        ("tests/data/pairings/plain-then-instr.log", 0.18, 1),
+        ("tests/data/pairings/plain-then-plain.log", 0.26, 0),
+    ] {
+        let report = report_json(&[log]);
+        assert_matches_schema(&report);
+        let runs = report["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{log}");
+        for run in runs {
+            assert_eq!(run["training"]["steps_logged"], 3, "{log}");
+        }
+        assert_eq!(runs[0]["training"]["first_step_peak_gpu_memory"], gb(0.22));
+        assert_eq!(runs[0]["ranks"].as_array().unwrap().len(), 0);
+        let second = &runs[1];
+        assert_eq!(
+            second["training"]["first_step_peak_gpu_memory"],
+            gb(second_peak)
+        );
+        assert_eq!(second["ranks"].as_array().unwrap().len(), second_ranks);
+        assert!(second["name"].as_str().unwrap().ends_with(", launch 2"));
+    }
+}
+
+#[test]
+fn a_one_rank_run_puts_no_gap_down_to_another_rank() {
+    let text = report_text(&[
+        "tests/data/e2e/dsv2-tiny-pp1-instr.log",
+        "--snapshots",
+        "tests/data/e2e/dsv2-tiny-pp1-instr-rank0-step0.pickle.gz",
+    ]);
+    assert!(
+        text.contains("lies beyond the snapshot of the pipeline too: outside model.step()"),
+        "{text}"
+    );
+    assert!(!text.contains("another rank"), "{text}");
+    assert!(!text.contains("train_step on every rank"), "{text}");
+}

@@ -56,7 +56,10 @@ impl Normalised {
         match item {
             Item::Line(line, found) => self.0.push(Seen::Line(line.to_vec(), found)),
             Item::Steps(run) => match self.0.last_mut() {
-                Some(Seen::Steps(prev)) => {
+                // A stretch may come in pieces; a step number that falls starts another.
+                Some(Seen::Steps(prev)) if run.first.step > prev.last_step => {
+                    prev.steady_peak_gpu_memory =
+                        prev.steady_peak_gpu_memory.max(run.steady_peak_gpu_memory);
                     prev.lines += run.lines;
                     prev.last_step = run.last_step;
                     prev.max_steps = run.max_steps.or(prev.max_steps);

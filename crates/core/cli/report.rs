@@ -117,6 +117,11 @@ pub struct ReportArgs {
     /// expert-parallel-size (ep), context-parallel-size (cp). The other settings are the log's.
     #[arg(long = "what-if", value_name = "KEY=VALUE", value_parser = parse_what_if)]
     pub what_if: Vec<Change>,
+    /// Each GPU's memory in GiB (e.g. 139.81 for an H200, as PyTorch's OOM message says): the
+    /// report shows every rank's headroom and whether it fits (tight under 5 %). Without it the
+    /// capacity comes from the run's OOM message, when there is one.
+    #[arg(long, value_name = "GIB", value_parser = parse_gib)]
+    pub gpu_memory: Option<i64>,
 
     /// Run PithTrain's memory estimator (tools/memory_estimator, no torch) for each profiled pp
     /// rank and set it beside the prints, event by event and component by component. It runs
@@ -331,6 +336,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         estimate,
         max_memory: args.memory.max_memory,
         what_if: args.what_if.clone(),
+        gpu_memory: args.gpu_memory,
     };
     let report = run_report(&args.inputs, &opts)?;
     for note in &report.notes {
@@ -408,6 +414,7 @@ fn diff_side(
         estimate: None,
         max_memory: None,
         what_if: Vec::new(),
+        gpu_memory: None,
     };
     let report = run_report(std::slice::from_ref(&path.to_path_buf()), &opts)?;
     let runs = report.runs.len();
@@ -469,4 +476,17 @@ fn run_diff(args: &DiffArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// `--gpu-memory`: a positive number of GiB, in bytes.
+fn parse_gib(text: &str) -> Result<i64, String> {
+    let gib: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of GiB (e.g. 139.81)"))?;
+    if !(gib > 0.0 && gib < 1e6) {
+        return Err(format!(
+            "{text} GiB is not a GPU's memory (0 < GIB < 1000000)"
+        ));
+    }
+    Ok((gib * (1u64 << 30) as f64).round() as i64)
 }

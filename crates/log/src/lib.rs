@@ -9,10 +9,12 @@
 //! estimator beside the prints, with `--estimate`). [`walk`] says which files an input names.
 //! [`run_report`] is the library entry point; rendering is `memprints-present`'s.
 
+pub mod crash;
 pub mod diff;
 pub mod error;
 pub mod estimate;
 pub mod fold;
+pub mod headroom;
 pub mod joined;
 pub mod parse;
 pub mod scan;
@@ -45,6 +47,8 @@ pub struct ReportOptions {
     pub max_memory: Option<u64>,
     /// Predict each rank's steady-state peak at these settings (`--what-if`).
     pub what_if: Vec<whatif::Change>,
+    /// Every rank's GPU capacity in bytes (`--gpu-memory GIB`), over what the logs say.
+    pub gpu_memory: Option<i64>,
 }
 
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
@@ -74,6 +78,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         };
         builder.begin_source_launching(read.len(), collected.launches);
         collected.replay(|item| builder.item(item));
+        builder.end_source(&collected.tail);
         builder.count_scan(collected.counts);
         notes.extend(collected.nuls.note(&file.display().to_string()));
         read.push(file.display().to_string());
@@ -99,19 +104,20 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         }
         let scanned = if let Some(plain) = mapped_clean {
             let input = Input::File(&plain, &name);
-            Some((
-                scan::Chunked.scan(input, Mode::FoldSteps, &mut builder),
-                inputs::NulSkipped::default(),
-            ))
+            let counts = scan::Chunked.scan(input, Mode::FoldSteps, &mut builder);
+            builder.end_source(&crash::file_tail(&plain).map_err(read_err)?);
+            Some((counts, inputs::NulSkipped::default()))
         } else {
             inputs::open_text(file)
                 .map_err(read_err)?
-                .map(|(mut reader, nuls)| {
+                .map(|(reader, nuls)| {
+                    let mut reader = crash::TailKeeper::new(reader);
                     let counts = scan::Streamed.scan(
                         Input::Reader(&mut reader),
                         Mode::FoldSteps,
                         &mut builder,
                     );
+                    builder.end_source(reader.tail());
                     (counts, nuls.get())
                 })
         };
@@ -132,6 +138,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     let mut report = builder.finish(read);
     report.skipped = skipped;
     report.notes = notes;
+    headroom::attach(&mut report, opts.gpu_memory);
     joined::attach_snapshots_within(&mut report, &opts.snapshots, opts.max_memory);
     if let Some(estimate) = &opts.estimate {
         estimate::attach(&mut report, estimate);

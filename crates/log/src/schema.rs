@@ -60,6 +60,7 @@ impl<R> Report<R> {
                     stats: run.stats.clone(),
                     training: run.training.clone(),
                     oom: run.oom.clone(),
+                    crash: run.crash.clone(),
                     summary: run.summary.clone(),
                     memory: run.memory.clone(),
                     ranks: f(&run.ranks)?,
@@ -103,6 +104,9 @@ pub struct Run<R = RankReport> {
     pub training: Option<Training>,
     /// Set when the run logged a CUDA out-of-memory error.
     pub oom: Option<Oom>,
+    /// Set when the run ended in an exception (an OOM or any other): what it was, and where
+    /// the run stopped.
+    pub crash: Option<Crash>,
     /// Peaks across ranks and the imbalance between pipeline stages.
     pub summary: Summary,
     /// The prints' peak beside PithTrain's step peaks and the step-0 memory snapshots.
@@ -197,8 +201,55 @@ pub struct Oom {
     pub ranks: Vec<u32>,
     /// The first OOM line's `Tried to allocate` amount.
     pub tried_to_allocate: Option<i64>,
-    /// The first OOM line from `torch.OutOfMemoryError` on, cut to 200 characters.
+    /// The first OOM line from `torch.OutOfMemoryError` on, whole (PyTorch's hint included).
     pub message: String,
+    /// The device of `GPU N has a total capacity of …` (its index on the node).
+    pub gpu: Option<u32>,
+    /// `total capacity of C`: all the device holds.
+    pub capacity: Option<i64>,
+    /// `of which F is free` when the allocation failed.
+    pub free: Option<i64>,
+    /// `this process has U memory in use`: PyTorch's reserve and everything else the process
+    /// holds on the device.
+    pub process_in_use: Option<i64>,
+    /// `A is allocated by PyTorch`.
+    pub allocated_by_pytorch: Option<i64>,
+    /// `R is reserved by PyTorch but unallocated`: the caching allocator's unused reserve.
+    pub reserved_unallocated: Option<i64>,
+}
+
+/// The exception that ended a run (see [`super::crash`]): its figures are those of a run
+/// cut short, so every peak it shows is a lower bound of what the whole run would have needed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Crash {
+    /// The exception line: `RuntimeError: Dataset is too small`,
+    /// `torch.OutOfMemoryError: CUDA out of memory. …` (whole).
+    pub exception: String,
+    /// Its type: `RuntimeError`, `torch.OutOfMemoryError`.
+    pub kind: String,
+    /// It was a CUDA out-of-memory error.
+    pub out_of_memory: bool,
+    /// The rank of the launcher's prefix on its lines.
+    pub rank: Option<u32>,
+    /// The traceback lines before it, innermost last (at most 8, each cut to 240
+    /// characters); empty when only the OOM line was seen (no traceback at the end of the log).
+    pub frames: Vec<String>,
+    /// Always true: the run's peaks are lower bounds, the run stopped before it was done.
+    pub peak_is_lower_bound: bool,
+    /// Where the run stopped.
+    pub stopped_at: StoppedAt,
+}
+
+/// The last step line and the last memory print before a run stopped.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct StoppedAt {
+    /// The last step PithTrain logged; `None` when it logged none.
+    pub last_step: Option<u64>,
+    /// The rank whose last print is given: the crashing rank when known and printing, else the
+    /// first printing rank.
+    pub rank: Option<u32>,
+    /// That rank's last memory print.
+    pub last_print: Option<String>,
 }
 
 /// Across ranks: each rank's pipeline peak, the peaks per pipeline stage, the imbalance.
@@ -286,6 +337,15 @@ pub struct RankReport {
     pub peak: Option<Peak>,
     /// Where the device memory went at [`Self::peak`].
     pub breakdown: Option<Breakdown>,
+    /// The GPU's capacity and where it was read ([`super::headroom`]); `None` when not known
+    /// (pass `--gpu-memory GIB`).
+    pub capacity: Option<Capacity>,
+    /// `capacity.bytes` minus the device total at the peak (`breakdown.total`); `None` without
+    /// either.
+    pub headroom_bytes: Option<i64>,
+    /// Whether the peak fits the GPU; `None` without a capacity (unless the run went out of
+    /// memory on this rank).
+    pub status: Option<FitStatus>,
     /// How memory outside PyTorch's allocator changed over the pipeline prints.
     pub non_pytorch_growth: Option<NonPytorchGrowth>,
     /// Detail-layer probes other than experts internals.
@@ -298,6 +358,40 @@ pub struct RankReport {
     pub snapshots: Vec<SnapshotFile>,
     /// The last memory figure this rank printed.
     pub last_point: Option<LastPoint>,
+}
+
+/// A GPU's capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Capacity {
+    /// All the device holds, in bytes.
+    pub bytes: i64,
+    /// Where the figure was read.
+    pub from: CapacityFrom,
+}
+
+/// Where a [`Capacity`] was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CapacityFrom {
+    /// PyTorch's OOM message: `GPU N has a total capacity of C`.
+    OomMessage,
+    /// `memprints report --gpu-memory GIB`.
+    Flag,
+    /// A figure the memory prints record (`torch.cuda.mem_get_info`'s total): the hook for
+    /// prints that print it.
+    Prints,
+}
+
+/// Whether a rank's peak fits its GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FitStatus {
+    /// Headroom of at least 5 % of the capacity.
+    Fits,
+    /// Headroom under 5 % of the capacity.
+    Tight,
+    /// The run went out of memory on this rank, or the peak exceeds the capacity.
+    OutOfMemory,
 }
 
 /// Which setup step printed a [`SetupEntry`].

@@ -29,14 +29,26 @@ pub struct StepLine {
     pub peak_gpu_memory: Option<i64>,
 }
 
-/// What one OOM line says.
+/// What one OOM line says: PyTorch's figures, each `None` when the message lacks it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OomLine<'a> {
     /// The rank of the launcher's prefix.
     pub rank: Option<u32>,
-    /// `Tried to allocate X GiB|MiB|KiB|B`, in bytes.
+    /// `Tried to allocate X GiB|MiB|KiB|B|bytes`, in bytes.
     pub tried_to_allocate: Option<i64>,
-    /// The line from `torch.OutOfMemoryError` (or `CUDA out of memory`) on.
+    /// The device index of `GPU N has a total capacity of …` (local to the node).
+    pub gpu: Option<u32>,
+    /// `has a total capacity of C`.
+    pub capacity: Option<i64>,
+    /// `of which F is free`.
+    pub free: Option<i64>,
+    /// `this process has U memory in use` (PyTorch and everything else the process holds).
+    pub process_in_use: Option<i64>,
+    /// `A is allocated by PyTorch`.
+    pub allocated_by_pytorch: Option<i64>,
+    /// `R is reserved by PyTorch but unallocated`.
+    pub reserved_unallocated: Option<i64>,
+    /// The line from `torch.OutOfMemoryError` (or `CUDA out of memory`) on, whole.
     pub message: &'a str,
 }
 
@@ -237,31 +249,58 @@ impl StepRun {
     }
 }
 
-/// Parses a line holding `CUDA out of memory`.
+/// Parses a line holding `CUDA out of memory`: PyTorch's message reads (2.x)
+/// `CUDA out of memory. Tried to allocate X. GPU N has a total capacity of C of which F is free.
+/// Including non-PyTorch memory, this process has U memory in use. Of the allocated memory A is
+/// allocated by PyTorch, and R is reserved by PyTorch but unallocated. …`; each figure is read
+/// where its words are found, so an older or shorter message gives what it holds.
 pub fn parse_oom_line(line: &str) -> Option<OomLine<'_>> {
     let at = line.find("CUDA out of memory")?;
     let start = line[..at]
         .rfind("torch.")
         .filter(|&p| line[p..at].contains("OutOfMemoryError"));
     let message = line[start.unwrap_or(at)..].trim_end();
-    let tried_to_allocate = message
-        .split_once("Tried to allocate ")
-        .and_then(|(_, rest)| {
-            let (d, rest) = decimal(rest.as_bytes())?;
-            let unit = match rest {
-                [b' ', b'G', b'i', b'B', ..] => 1 << 30,
-                [b' ', b'M', b'i', b'B', ..] => 1 << 20,
-                [b' ', b'K', b'i', b'B', ..] => 1 << 10,
-                [b' ', b'B', ..] => 1,
-                _ => return None,
-            };
-            Some(d.scaled(unit))
-        });
+    let after = |words: &str| {
+        let (_, rest) = message.split_once(words)?;
+        size(rest)
+    };
+    // `… memory A is allocated by PyTorch`: the figure sits before its words.
+    let before = |words: &str| {
+        let end = message.find(words)?;
+        let head = message[..end].trim_end();
+        let unit_start = head.rfind(' ')?;
+        let figure_start = head[..unit_start].rfind(' ').map_or(0, |p| p + 1);
+        size(&head[figure_start..])
+    };
+    let gpu = message.split_once("GPU ").and_then(|(_, rest)| {
+        let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+        rest[..n].parse().ok()
+    });
     Some(OomLine {
         rank: launcher_rank(line),
-        tried_to_allocate,
+        tried_to_allocate: after("Tried to allocate "),
+        gpu,
+        capacity: after("total capacity of "),
+        free: before(" is free"),
+        process_in_use: before(" memory in use"),
+        allocated_by_pytorch: before(" is allocated by PyTorch"),
+        reserved_unallocated: before(" is reserved by PyTorch but unallocated"),
         message,
     })
+}
+
+/// A size as PyTorch's allocator formats it (`2.00 GiB`, `20.00 MiB`, `512 bytes`), at the start
+/// of `text`, in bytes.
+fn size(text: &str) -> Option<i64> {
+    let (d, rest) = decimal(text.as_bytes())?;
+    let unit = match rest {
+        [b' ', b'G', b'i', b'B', ..] => 1 << 30,
+        [b' ', b'M', b'i', b'B', ..] => 1 << 20,
+        [b' ', b'K', b'i', b'B', ..] => 1 << 10,
+        [b' ', b'B', ..] | [b' ', b'b', b'y', b't', b'e', b's', ..] => 1,
+        _ => return None,
+    };
+    d.bytes(unit)
 }
 
 /// The rank a launcher put in front of a line: `[rank3]:`, `[default3]:` or `3: `.
@@ -373,6 +412,39 @@ mod tests {
             oom.message
                 .starts_with("torch.OutOfMemoryError: CUDA out of memory.")
         );
+    }
+
+    #[test]
+    fn an_oom_line_gives_every_figure_of_pytorchs_message() {
+        let line = "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. \
+                    GPU 0 has a total capacity of 139.81 GiB of which 1.12 GiB is free. Including \
+                    non-PyTorch memory, this process has 138.68 GiB memory in use. Of the allocated \
+                    memory 135.02 GiB is allocated by PyTorch, and 2.41 GiB is reserved by PyTorch \
+                    but unallocated. If reserved but unallocated memory is large try setting \
+                    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See \
+                    documentation for Memory Management  \
+                    (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)";
+        let oom = parse_oom_line(line).unwrap();
+        let gib = |x: f64| (x * (1u64 << 30) as f64).round() as i64;
+        assert_eq!(oom.tried_to_allocate, Some(20 << 20));
+        assert_eq!(oom.gpu, Some(0));
+        assert_eq!(oom.capacity, Some(gib(139.81)));
+        assert_eq!(oom.free, Some(gib(1.12)));
+        assert_eq!(oom.process_in_use, Some(gib(138.68)));
+        assert_eq!(oom.allocated_by_pytorch, Some(gib(135.02)));
+        assert_eq!(oom.reserved_unallocated, Some(gib(2.41)));
+        assert!(
+            oom.message.ends_with("#environment-variables)"),
+            "kept whole"
+        );
+    }
+
+    #[test]
+    fn an_oom_line_with_few_figures_gives_those() {
+        let oom = parse_oom_line("RuntimeError: CUDA out of memory. Tried to allocate 512 bytes")
+            .unwrap();
+        assert_eq!(oom.tried_to_allocate, Some(512));
+        assert_eq!((oom.capacity, oom.free, oom.gpu), (None, None, None));
     }
 
     #[test]

@@ -23,17 +23,17 @@ use super::passes::{Passes, last_point};
 use super::rank_map::RankMap;
 use super::runs::{self, RankProgress};
 use super::summary;
-use crate::joined;
 use crate::parse::{Detail, Event, PipelinePoint, Print, parse_print, tag_rank};
 use crate::schema::{
-    Checkpoint, LastPoint, Oom, PipelineEntry, PointSource, RankReport, Report, Run, RunStats,
-    SCHEMA_VERSION, SetupEntry, SetupPhase, SnapshotFile, Stats, Training,
+    Checkpoint, Crash, LastPoint, Oom, PipelineEntry, PointSource, RankReport, Report, Run,
+    RunStats, SCHEMA_VERSION, SetupEntry, SetupPhase, SnapshotFile, Stats, StoppedAt, Training,
 };
 use crate::step_and_oom::{StepRun, parse_oom_line, parse_step_line};
+use crate::{crash, joined};
 
 /// Unparsed prints kept as examples in [`Stats::unparsed_examples`].
 const UNPARSED_EXAMPLES: usize = 5;
-/// Characters kept of an example print or an OOM message.
+/// Characters kept of an example print.
 const EXAMPLE_CHARS: usize = 200;
 
 /// One rank's report while it is being folded, and what the next print is compared with.
@@ -78,11 +78,16 @@ struct RunState {
     training: Option<Training>,
     oom: Option<Oom>,
     oom_ranks: BTreeSet<u32>,
+    /// The exception at the end of one of its sources' logs ([`crash`]).
+    exception: Option<crash::Exception>,
     sources: BTreeSet<usize>,
     /// The source last inserted into `sources` (the look-up runs on every print).
     noted_source: Option<usize>,
     /// A source of this run holds PithTrain's launch line.
     launched: bool,
+    /// The source of the run's latest step line: setup printed after it, or a step that does
+    /// not go up, in the same source is a new launch ([`runs`]).
+    steps_source: Option<usize>,
 }
 
 /// Builds a [`Report`] from lines fed in file order.
@@ -135,6 +140,14 @@ impl ReportBuilder {
         }
     }
 
+    /// Says that the input being read ended with `tail` (its last bytes, [`crash::TAIL_BYTES`]
+    /// at most): the exception of a traceback there ended the run being read.
+    pub fn end_source(&mut self, tail: &[u8]) {
+        if let Some(exception) = crash::last_exception(tail) {
+            self.run().exception = Some(exception);
+        }
+    }
+
     /// Adds lines that were read but not passed to [`Self::line`].
     pub fn count_lines(&mut self, n: u64) {
         self.stats.lines_read += n;
@@ -166,6 +179,17 @@ impl ReportBuilder {
     /// one by one would.
     pub fn steps(&mut self, steps: &StepRun) {
         let first = steps.first;
+        let source = self.source;
+        if self.runs.last().is_some_and(|run| {
+            run.steps_source == Some(source)
+                && run
+                    .training
+                    .as_ref()
+                    .is_some_and(|t| first.step <= t.last_step)
+        }) {
+            self.runs.push(RunState::default());
+        }
+        self.run().steps_source = Some(source);
         let t = self.run().training.get_or_insert(Training {
             steps_logged: 0,
             first_step: first.step,
@@ -248,17 +272,18 @@ impl ReportBuilder {
             parsed.event,
             Event::ProcessGroup { .. } | Event::Setup { .. }
         );
+        let source = self.source;
         if may_relaunch
             && self.runs.last().is_some_and(|run| {
                 run.progress
                     .get(parsed.rank)
                     .is_some_and(|p| p.relaunches(&parsed.event))
+                    || (run.steps_source == Some(source) && runs::starts_setup(&parsed.event))
             })
         {
             self.runs.push(RunState::default());
         }
         let wanted = self.wanted(parsed.rank);
-        let source = self.source;
         // Taken for the fold of this print, which may read kept detail from it.
         let map = self.map.take();
         let rank = parsed.rank;
@@ -350,7 +375,13 @@ impl ReportBuilder {
                 lines: 0,
                 ranks: Vec::new(),
                 tried_to_allocate: oom.tried_to_allocate,
-                message: oom.message.chars().take(EXAMPLE_CHARS).collect(),
+                message: oom.message.to_owned(),
+                gpu: oom.gpu,
+                capacity: oom.capacity,
+                free: oom.free,
+                process_in_use: oom.process_in_use,
+                allocated_by_pytorch: oom.allocated_by_pytorch,
+                reserved_unallocated: oom.reserved_unallocated,
             });
             entry.lines += 1;
             run.oom_ranks.extend(oom.rank);
@@ -435,12 +466,14 @@ impl RunState {
             o.ranks = self.oom_ranks.into_iter().collect();
             o
         });
+        let crash = crash_of(self.exception, oom.as_ref(), self.training.as_ref(), &ranks);
         let mut run = Run {
             name,
             sources: self.sources.iter().map(|&s| inputs[s].clone()).collect(),
             stats: self.stats,
             training: self.training,
             oom,
+            crash,
             summary: summary::across_ranks(&ranks),
             memory: Default::default(),
             ranks,
@@ -451,6 +484,41 @@ impl RunState {
         run.memory = joined::prints_and_steps(&run);
         run
     }
+}
+
+/// The [`Crash`] of a run that ended in `exception` or logged `oom` (an OOM line without a
+/// traceback at the end of the log: the crash is that line); `None` when neither.
+fn crash_of(
+    exception: Option<crash::Exception>,
+    oom: Option<&Oom>,
+    training: Option<&Training>,
+    ranks: &[RankReport],
+) -> Option<Crash> {
+    let exception = exception.or_else(|| {
+        oom.map(|o| crash::Exception {
+            rank: o.ranks.first().copied(),
+            line: o.message.clone(),
+            frames: Vec::new(),
+        })
+    })?;
+    let stopped = exception
+        .rank
+        .and_then(|r| ranks.iter().find(|x| x.rank == r))
+        .or_else(|| ranks.first())
+        .filter(|r| r.last_point.is_some());
+    Some(Crash {
+        kind: exception.kind().to_owned(),
+        out_of_memory: exception.line.contains("CUDA out of memory"),
+        exception: exception.line,
+        rank: exception.rank,
+        frames: exception.frames,
+        peak_is_lower_bound: true,
+        stopped_at: StoppedAt {
+            last_step: training.map(|t| t.last_step),
+            rank: stopped.map(|r| r.rank),
+            last_print: stopped.and_then(|r| r.last_point.as_ref().map(|p| p.label.clone())),
+        },
+    })
 }
 
 impl RankState {

@@ -11,7 +11,10 @@
 //!   checkpoint load, a pipeline print, a probe, …), for trees whose distributed prints are
 //!   missing,
 //!
-//! and the first relaunching print starts a new run. Of several files, one whose start (its
+//! and the first relaunching print starts a new run. Within one file, PithTrain's step lines
+//! end a launch's setup for good: a setup print ([`starts_setup`]) after a step line of the
+//! same file, or a step line whose number does not go up, starts a new run (a plain,
+//! uninstrumented launch followed by an instrumented one in the same log). Of several files, one whose start (its
 //! first 64 KiB) holds PithTrain's `| launch(cfg=…)` line, which rank 0 logs once per launch,
 //! starts a new run when the current run already has such a file: a plain run's log (no
 //! prints at all) after an instrumented one's, or two runs whose printing ranks differ. Inputs are read in order as one stream, so
@@ -59,6 +62,16 @@ impl RankProgress {
             Event::ProcessGroup { .. } | Event::DeviceMesh { .. } | Event::Setup { .. }
         );
         self.past_setup |= !setup;
+    }
+}
+
+/// Whether `event` is one a launch's setup begins with: `init_process_group`, or
+/// `setup_model | before model creation` for trees without the distributed prints.
+pub fn starts_setup(event: &Event<'_>) -> bool {
+    match event {
+        Event::ProcessGroup { .. } => true,
+        Event::Setup { label, .. } => *label == "before model creation",
+        _ => false,
     }
 }
 

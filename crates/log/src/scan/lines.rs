@@ -464,11 +464,17 @@ impl Found {
                 if line.is_ascii() && memchr::memchr(0x1b, line).is_none() {
                     if let Some(step) = step_and_oom::parse_step_ascii(line) {
                         match hits.last() {
-                            Some(Hit::Steps(_)) => steps.last_mut().expect("its run").add(
-                                step.step,
-                                step.max_steps,
-                                step.peak_gpu_memory,
-                            ),
+                            // A step number that does not go up is a new launch's
+                            // ([`super::runs`]): it starts a stretch of its own.
+                            Some(Hit::Steps(_))
+                                if steps.last().is_some_and(|r| step.step > r.last_step) =>
+                            {
+                                steps.last_mut().expect("its run").add(
+                                    step.step,
+                                    step.max_steps,
+                                    step.peak_gpu_memory,
+                                )
+                            }
                             _ => {
                                 hits.push(Hit::Steps(small(steps.len())));
                                 steps.push(StepRun::new(step.line()));

@@ -33,6 +33,8 @@ pub struct Collected {
     pub launches: bool,
     /// The NUL bytes the reading left out.
     pub nuls: inputs::NulSkipped,
+    /// The file's last bytes ([`super::crash::TailKeeper`]).
+    pub tail: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -122,7 +124,10 @@ fn scan_one(path: &std::path::Path) -> Scanned {
         launches,
         ..Collected::default()
     };
-    collected.counts = lines::scan_serial(reader, Mode::FoldSteps, |item| collected.keep(item))?;
+    let mut reader = crate::crash::TailKeeper::new(reader);
+    collected.counts =
+        lines::scan_serial(&mut reader, Mode::FoldSteps, |item| collected.keep(item))?;
+    collected.tail = reader.tail().to_vec();
     collected.nuls = nuls.get();
     Ok(Some(collected))
 }

@@ -99,7 +99,14 @@ fn one_line(
         if text.is_ascii() && memchr::memchr(0x1b, text).is_none() {
             if let Some(step) = step_and_oom::parse_step_ascii(text) {
                 match steps {
-                    Some(run) => run.add(step.step, step.max_steps, step.peak_gpu_memory),
+                    // A step number that does not go up is a new launch's: a stretch of its own.
+                    Some(run) if step.step > run.last_step => {
+                        run.add(step.step, step.max_steps, step.peak_gpu_memory)
+                    }
+                    Some(run) => {
+                        sink.item(Item::Steps(run));
+                        *steps = Some(StepRun::new(step.line()));
+                    }
                     None => *steps = Some(StepRun::new(step.line())),
                 }
             }

@@ -13,7 +13,9 @@
 
 use crate::numbers::{gib, mib, plural, signed_gib};
 use crate::table::Table;
-use memprints_log::schema::{Breakdown, RankReport, Report, Run, SetupPhase};
+use memprints_log::schema::{
+    Breakdown, CapacityFrom, Crash, FitStatus, RankReport, Report, Run, SetupPhase,
+};
 
 use super::summary::{self, Summary};
 use super::{estimate, view, whatif};
@@ -197,8 +199,8 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
         text.push('.');
         out.push(Block::Text(text));
     }
-    if let Some(oom) = &run.oom {
-        oom_section(run, oom, out);
+    if let Some(crash) = &run.crash {
+        crash_section(run, crash, out);
     }
     whatif::what_to_change_section(run, out);
     if run.ranks.is_empty() {
@@ -209,6 +211,7 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
         estimate::estimate_section(run, out);
         return;
     }
+    headroom_section(run, out);
     out.push(Block::Text(OUTSIDE_MEANS.to_owned()));
     out.push(Block::Charts { run: n });
     view::memory_view(run, out);
@@ -220,20 +223,82 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
     }
 }
 
-fn oom_section(run: &Run, oom: &memprints_log::schema::Oom, out: &mut Vec<Block>) {
-    let mut text = "The run was cut off by a CUDA out-of-memory error".to_owned();
-    if let Some(bytes) = oom.tried_to_allocate {
+/// The block of a run that ended in an exception: what it was (for an OOM, PyTorch's whole
+/// message and its figures), its last traceback lines, where the run stopped and that its peaks
+/// are lower bounds; then each rank's last memory point.
+fn crash_section(run: &Run, crash: &Crash, out: &mut Vec<Block>) {
+    out.push(Block::Heading {
+        level: 2,
+        text: "How the run ended".to_owned(),
+    });
+    let oom = run.oom.as_ref().filter(|_| crash.out_of_memory);
+    let mut text = if oom.is_some() {
+        "The run was cut off by a CUDA out-of-memory error".to_owned()
+    } else {
+        "The run died of an exception".to_owned()
+    };
+    if let Some(bytes) = oom.and_then(|o| o.tried_to_allocate) {
         text += &format!(" (tried to allocate {} GiB)", gib(bytes));
     }
-    if !oom.ranks.is_empty() {
-        let ranks: Vec<String> = oom.ranks.iter().map(u32::to_string).collect();
+    let ranks: Vec<u32> = match oom {
+        Some(o) if !o.ranks.is_empty() => o.ranks.clone(),
+        _ => crash.rank.into_iter().collect(),
+    };
+    if !ranks.is_empty() {
+        let ranks: Vec<String> = ranks.iter().map(u32::to_string).collect();
         text += &format!(" on rank {}", ranks.join(", "));
     }
-    text += &format!(": {}", oom.message);
+    let message = oom.map_or(&crash.exception, |o| &o.message);
+    text += &format!(": {message}");
     out.push(Block::Note {
         tone: Tone::Error,
         text,
     });
+    if let Some(o) = oom {
+        let figures = [
+            ("tried to allocate", o.tried_to_allocate),
+            ("GPU total capacity", o.capacity),
+            ("free on the GPU", o.free),
+            ("in use by the process", o.process_in_use),
+            ("allocated by PyTorch", o.allocated_by_pytorch),
+            (
+                "reserved by PyTorch but unallocated",
+                o.reserved_unallocated,
+            ),
+        ];
+        let mut table = Table::new(&[("PyTorch's figures at the failure", false), ("GiB", true)]);
+        for (what, v) in figures {
+            if let Some(v) = v {
+                table.rows.push(vec![what.to_owned(), gib(v)]);
+            }
+        }
+        if !table.rows.is_empty() {
+            out.push(Block::Table(table));
+        }
+    }
+    if !crash.frames.is_empty() {
+        let mut table = Table::new(&[("last traceback lines", false)]);
+        for frame in &crash.frames {
+            table.rows.push(vec![frame.clone()]);
+        }
+        out.push(Block::Table(table));
+    }
+    let stop = &crash.stopped_at;
+    let mut where_ = Vec::new();
+    if let Some(step) = stop.last_step {
+        where_.push(format!("after step {step} (its step line is the last)"));
+    }
+    if let (Some(rank), Some(print)) = (stop.rank, &stop.last_print) {
+        where_.push(format!("rank {rank}'s last memory print was “{print}”"));
+    }
+    let where_ = if where_.is_empty() {
+        "before any step line or memory print".to_owned()
+    } else {
+        where_.join("; ")
+    };
+    out.push(Block::Text(format!(
+        "Where it stopped: {where_}. Every peak of this run is a lower bound: the run did not finish."
+    )));
     let mut table = Table::new(&[
         ("rank", true),
         ("pp", true),
@@ -250,11 +315,74 @@ fn oom_section(run: &Run, oom: &memprints_log::schema::Oom, out: &mut Vec<Block>
             ]);
         }
     }
+    if !table.rows.is_empty() {
+        out.push(Block::Heading {
+            level: 3,
+            text: "Last memory point per rank".to_owned(),
+        });
+        out.push(Block::Table(table));
+    }
+}
+
+/// Each rank's peak against its GPU's capacity ([`memprints_log::headroom`]).
+fn headroom_section(run: &Run, out: &mut Vec<Block>) {
     out.push(Block::Heading {
         level: 2,
-        text: "Last memory point per rank".to_owned(),
+        text: "Capacity and headroom".to_owned(),
     });
+    if run
+        .ranks
+        .iter()
+        .all(|r| r.capacity.is_none() && r.status.is_none())
+    {
+        out.push(Block::Text(
+            "GPU capacity not known (pass --gpu-memory GIB): no headroom and no status.".to_owned(),
+        ));
+        return;
+    }
+    let mut table = Table::new(&[
+        ("rank", true),
+        ("peak device total", true),
+        ("capacity", true),
+        ("headroom", true),
+        ("status", false),
+    ]);
+    for r in &run.ranks {
+        let capacity = r.capacity.map_or_else(
+            || "not known (pass --gpu-memory GIB)".to_owned(),
+            |c| {
+                let from = match c.from {
+                    CapacityFrom::OomMessage => "OOM message",
+                    CapacityFrom::Flag => "--gpu-memory",
+                    CapacityFrom::Prints => "prints",
+                };
+                format!("{} ({from})", gib(c.bytes))
+            },
+        );
+        let status = match r.status {
+            Some(FitStatus::Fits) => "fits",
+            Some(FitStatus::Tight) => "tight (headroom under 5 %)",
+            Some(FitStatus::OutOfMemory) => "out of memory",
+            None => NOT_APPLICABLE,
+        };
+        table.rows.push(vec![
+            r.rank.to_string(),
+            measured(r.breakdown.as_ref().map(|b| b.total), gib),
+            capacity,
+            or_na(r.headroom_bytes, signed_gib),
+            status.to_owned(),
+        ]);
+    }
     out.push(Block::Table(table));
+    let crashed = if run.crash.is_some() {
+        " The run crashed: the peaks are lower bounds."
+    } else {
+        ""
+    };
+    out.push(Block::Text(format!(
+        "The peak is the device total (allocated, cached and outside the allocator) at the \
+         rank's highest pipeline print; tight means under 5 % of the capacity left.{crashed}"
+    )));
 }
 
 fn across_ranks(run: &Run, out: &mut Vec<Block>) {

@@ -77,9 +77,12 @@ pub fn memory_view(run: &Run, out: &mut Vec<Block>) {
         ));
     }
     if let Some(steps) = &view.steps {
+        // Every print of the run is one rank's: no other rank to explain a gap with.
+        let one_rank = matches!(&run.ranks[..], [r] if r.memory_lines == run.stats.memory_lines);
         step_blocks(
             steps,
             view.snapshots.iter().find_map(|s| s.peak_allocated),
+            one_rank,
             out,
         );
     }
@@ -189,7 +192,15 @@ fn snapshot_blocks(s: &SnapshotView, out: &mut Vec<Block>) {
     }
 }
 
-fn step_blocks(steps: &StepsView, snapshot_peak: Option<i64>, out: &mut Vec<Block>) {
+/// `one_rank`: the run's prints are all one rank's, so no gap is put down to another rank.
+fn step_blocks(
+    steps: &StepsView,
+    snapshot_peak: Option<i64>,
+    one_rank: bool,
+    out: &mut Vec<Block>,
+) {
+    let every_rank = if one_rank { "" } else { " on every rank" };
+    let or_another_rank = if one_rank { "" } else { " or on another rank" };
     let Some(peak) = steps.profiled_step_peak else {
         return;
     };
@@ -205,7 +216,7 @@ fn step_blocks(steps: &StepsView, snapshot_peak: Option<i64>, out: &mut Vec<Bloc
         Some(gap) if gap > 0 => {
             text += &format!(
                 ", {} GiB above the prints' peak: torch.cuda.max_memory_allocated() covers the \
-                 whole train_step on every rank (allocations between prints, gradient clipping \
+                 whole train_step{every_rank} (allocations between prints, gradient clipping \
                  and the optimizer step), the prints only their schedule points",
                 gib(gap)
             );
@@ -217,7 +228,7 @@ fn step_blocks(steps: &StepsView, snapshot_peak: Option<i64>, out: &mut Vec<Bloc
                 } else if outside > 0 {
                     format!(
                         "; {} GiB of it lies beyond the snapshot of the pipeline too: outside \
-                         model.step() or on another rank",
+                         model.step(){or_another_rank}",
                         gib(outside)
                     )
                 } else {

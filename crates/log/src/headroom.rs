@@ -1,0 +1,96 @@
+//! Each rank's GPU capacity, the headroom its peak left and whether it fits.
+//!
+//! Contract: [`attach`] gives every rank of every run a [`Capacity`] when one is known, from
+//! (first found) `--gpu-memory GIB`, the run's OOM message (`GPU N has a total capacity of C`,
+//! taken for every rank of the run: one job's GPUs are of one kind), or a figure the prints
+//! record ([`CapacityFrom::Prints`]: not printed yet, the hook for it). The peak it is set
+//! against is the device total at the rank's highest pipeline print (allocated + cached +
+//! outside the allocator, [`super::schema::Breakdown::total`]). The status is
+//! [`FitStatus::OutOfMemory`] when the run logged an OOM on that rank (on every rank when the
+//! OOM names none) or the peak exceeds the capacity, [`FitStatus::Tight`] when the headroom is
+//! under [`TIGHT_PERCENT`] % of the capacity, else [`FitStatus::Fits`]; `None` when neither an
+//! OOM nor a capacity and a peak say anything. Nothing is ever guessed as 0.
+
+use super::schema::{Capacity, CapacityFrom, FitStatus, RankReport, Report};
+
+/// Headroom below this share of the capacity (in percent) is tight.
+pub const TIGHT_PERCENT: i64 = 5;
+
+/// Fills each rank's capacity, headroom and status; `gpu_memory` is `--gpu-memory` in bytes.
+pub fn attach(report: &mut Report, gpu_memory: Option<i64>) {
+    for run in &mut report.runs {
+        let from_oom = run.oom.as_ref().and_then(|o| o.capacity);
+        let oom_ranks = run.oom.as_ref().map(|o| o.ranks.clone());
+        for rank in &mut run.ranks {
+            let capacity = gpu_memory
+                .map(|bytes| (bytes, CapacityFrom::Flag))
+                .or(from_oom.map(|bytes| (bytes, CapacityFrom::OomMessage)))
+                .map(|(bytes, from)| Capacity { bytes, from });
+            let ran_out = oom_ranks
+                .as_ref()
+                .is_some_and(|named| named.is_empty() || named.contains(&rank.rank));
+            fill(rank, capacity, ran_out);
+        }
+    }
+}
+
+fn fill(rank: &mut RankReport, capacity: Option<Capacity>, ran_out: bool) {
+    let peak = rank.breakdown.as_ref().map(|b| b.total);
+    rank.headroom_bytes = capacity.zip(peak).map(|(c, p)| c.bytes - p);
+    rank.status = match (capacity, rank.headroom_bytes) {
+        _ if ran_out => Some(FitStatus::OutOfMemory),
+        (Some(_), Some(h)) if h < 0 => Some(FitStatus::OutOfMemory),
+        (Some(c), Some(h)) if h * 100 < c.bytes * TIGHT_PERCENT => Some(FitStatus::Tight),
+        (Some(_), Some(_)) => Some(FitStatus::Fits),
+        _ => None,
+    };
+    rank.capacity = capacity;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Breakdown;
+
+    fn rank_at(total: i64) -> RankReport {
+        RankReport {
+            breakdown: Some(Breakdown {
+                weights: None,
+                optimizer_state: None,
+                other_static: total,
+                activations: 0,
+                cached: 0,
+                non_pytorch: 0,
+                total,
+            }),
+            ..RankReport::default()
+        }
+    }
+
+    fn status(total: i64, capacity: Option<i64>, ran_out: bool) -> Option<FitStatus> {
+        let mut r = rank_at(total);
+        let capacity = capacity.map(|bytes| Capacity {
+            bytes,
+            from: CapacityFrom::Flag,
+        });
+        fill(&mut r, capacity, ran_out);
+        r.status
+    }
+
+    #[test]
+    fn status_is_fits_tight_or_out_of_memory_by_the_headroom() {
+        assert_eq!(status(90, Some(100), false), Some(FitStatus::Fits));
+        assert_eq!(status(95, Some(100), false), Some(FitStatus::Fits));
+        assert_eq!(status(96, Some(100), false), Some(FitStatus::Tight));
+        assert_eq!(status(101, Some(100), false), Some(FitStatus::OutOfMemory));
+        assert_eq!(status(10, Some(100), true), Some(FitStatus::OutOfMemory));
+    }
+
+    #[test]
+    fn without_a_capacity_there_is_no_headroom_and_no_status() {
+        let mut r = rank_at(90);
+        fill(&mut r, None, false);
+        assert_eq!((r.capacity, r.headroom_bytes, r.status), (None, None, None));
+        assert_eq!(status(90, None, true), Some(FitStatus::OutOfMemory));
+    }
+}
