@@ -284,7 +284,7 @@ fn add_says_in_one_line_which_ranks_print_each_detail_layer() {
     let out = tree.run(&["add", "tiny-moe", "--dry-run"]).success();
     assert_eq!(
         stderr_of(&out),
-        "memprints: warning: detail layers print: layer 0 on rank 0; layer 1 on none of ranks 0: \
+        "warning: detail layers print: layer 0 on rank 0; layer 1 on none of ranks 0: \
          add rank 1 (--ranks 0,1) (layout pp=2 ep=1 cp=1 world=2 from examples/pretrain_lm/tiny/script.py)\n"
     );
     assert!(!stdout_of(&out).contains("detail layers print"));

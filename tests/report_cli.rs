@@ -344,10 +344,7 @@ fn a_missing_log_fails_with_one_line_naming_it() {
     let out = memprints().args(["report", "no/such.log"]).assert().code(1);
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.starts_with("memprints: error: cannot read no/such.log: "),
-        "{err}"
-    );
+    assert!(err.starts_with("error: cannot read no/such.log: "), "{err}");
 }
 
 #[test]
@@ -379,7 +376,7 @@ fn a_rotated_log_is_read_around_its_nul_bytes_and_says_so() {
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(
         stderr.contains(&format!(
-            "memprints: note: {}: skipped 1.20 MiB of NUL bytes at offset 0 (a rotated or \
+            "note: {}: skipped 1.20 MiB of NUL bytes at offset 0 (a rotated or \
              preallocated log)",
             path.display()
         )),
