@@ -124,21 +124,24 @@ fn named_like_a_snapshot(path: &Path) -> bool {
     })
 }
 
-/// `report` refuses a memory snapshot given as a log, saying what reads it.
+/// `report` refuses inputs that are all memory snapshots, saying what reads them (beside a
+/// log, a snapshot is skipped with a note, as the report's reader does).
 pub fn refuse_snapshots_as_logs(inputs: &[PathBuf]) -> anyhow::Result<()> {
-    for path in inputs.iter().filter(|p| p.is_file()) {
-        if looks(path) == Looks::Pickle || named_like_a_snapshot(path) && looks(path) != Looks::Text
-        {
-            let shown = path.display();
-            return Err(super::exit::hinted(
-                format!("LOG {shown}: a memory snapshot (a pickle), not a training log"),
-                format!(
-                    "`memprints snapshot {shown}` summarises it; `memprints report LOG --snapshots {shown}` sets it beside a log's prints"
-                ),
-            ));
-        }
+    let is_snapshot = |path: &PathBuf| {
+        path.is_file()
+            && (looks(path) == Looks::Pickle
+                || named_like_a_snapshot(path) && looks(path) != Looks::Text)
+    };
+    if inputs.is_empty() || !inputs.iter().all(is_snapshot) {
+        return Ok(());
     }
-    Ok(())
+    let shown = inputs[0].display();
+    Err(super::exit::hinted(
+        format!("LOG {shown}: a memory snapshot (a pickle), not a training log"),
+        format!(
+            "`memprints snapshot {shown}` summarises it; `memprints report LOG --snapshots {shown}` sets it beside a log's prints"
+        ),
+    ))
 }
 
 /// `snapshot` refuses a log given as a snapshot, saying what reads it.
@@ -370,6 +373,8 @@ mod tests {
         assert_eq!(looks(&log), Looks::Text);
         assert_eq!(looks(&pickle), Looks::Pickle);
         assert!(refuse_snapshots_as_logs(std::slice::from_ref(&log)).is_ok());
+        // Beside a log, a snapshot is the reader's to skip with a note.
+        assert!(refuse_snapshots_as_logs(&[log.clone(), pickle.clone()]).is_ok());
         let err = refuse_snapshots_as_logs(std::slice::from_ref(&pickle)).unwrap_err();
         assert!(
             err.to_string().contains("a memory snapshot (a pickle)"),

@@ -6,7 +6,7 @@
 //! stderr); exit 2 when `--estimate` could not run the estimator: the report is written all the
 //! same, with the reason inside it and as a `warning:` on stderr; a `--rank` the logs have no
 //! prints of is an error naming the ranks they have (a warning when other ranks given are
-//! there); a memory snapshot given as a log is an error pointing to `snapshot`; unreadable inputs, an `--out` that is, links to or lies inside anything read (logs, snapshots
+//! there); inputs that are all memory snapshots are an error pointing to `snapshot`; unreadable inputs, an `--out` that is, links to or lies inside anything read (logs, snapshots
 //! given or found beside the log, the estimator's model config) and unwritable outputs are
 //! errors.
 
