@@ -84,7 +84,9 @@ fn dry_run_prints_the_diff_and_writes_nothing() {
 #[test]
 fn the_summary_names_groups_files_and_labels() {
     let tree = Tree::new();
-    let out = tree.run(&["add", "tiny-moe", "--ranks", "3,14"]).success();
+    let out = tree
+        .run(&["add", "tiny-moe", "--ranks", "3,14", "--verbose"])
+        .success();
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     for needle in [
         "group 4",
@@ -217,7 +219,7 @@ fn a_missing_anchor_names_file_function_and_anchor_and_writes_nothing() {
             .failure();
         let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
         assert!(
-            stderr.starts_with(&format!("memprints: error: {file}: in `")),
+            stderr.starts_with(&format!("error: {file}: in `")),
             "{file} / {from:?}:\n{stderr}"
         );
         for word in *words {

@@ -73,7 +73,10 @@ fn given_files_are_checked_wherever_they_lie_and_clean_ones_are_not_named() {
     assert!(!stdout.contains("ops.py"), "{stdout}");
     let missing = tree.run(&["check", "nope.py"]).code(1);
     let err = String::from_utf8_lossy(&missing.get_output().stderr).to_string();
-    assert!(err.starts_with("memprints: error: nope.py: "), "{err}");
+    assert!(
+        err.starts_with("error: FILE nope.py: no such file\nhint: "),
+        "{err}"
+    );
 }
 
 #[test]
@@ -251,7 +254,7 @@ fn a_tree_without_any_target_file_is_an_error_not_clean() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
-        text(&out).starts_with("memprints: error: none of the files `add` edits is in "),
+        text(&out).starts_with("error: none of the files `add` edits is in "),
         "{}",
         text(&out)
     );

@@ -250,7 +250,7 @@ fn a_model_name_that_climbs_out_of_the_repo_writes_nothing_anywhere() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
-        "memprints: error: invalid model name `../../../x`: a model is named by its file in \
+        "error: invalid model name `../../../x`: a model is named by its file in \
          pithtrain/models/ without `.py` (letters, digits, `-`, `_`), e.g. qwen3-moe\n"
     );
     assert_eq!(std::fs::read(&victim).unwrap(), model);
@@ -320,7 +320,7 @@ fn report_out_never_overwrites_an_input() {
             .unwrap();
         assert_eq!(result.status.code(), Some(1), "{inputs:?} --out {out:?}");
         assert!(
-            stderr(&result).starts_with("memprints: error: invalid --out "),
+            stderr(&result).starts_with("error: invalid --out "),
             "{}",
             stderr(&result)
         );
@@ -382,7 +382,7 @@ fn report_out_never_overwrites_a_snapshot_given_or_found_beside_the_log() {
             .unwrap();
         assert_eq!(result.status.code(), Some(1), "{extra:?} --out {out:?}");
         assert!(
-            stderr(&result).starts_with("memprints: error: invalid --out "),
+            stderr(&result).starts_with("error: invalid --out "),
             "{}",
             stderr(&result)
         );
@@ -474,13 +474,18 @@ fn a_full_stdout_is_one_line_and_the_tree_stays_consistent() {
         files.retain(|rel, _| !rel.starts_with(".memprints/"));
         files
     };
-    // `add` says how it chose the detail layers before it writes: it stops there, unwritten.
+    // `add` says where the detail layers print before it writes (with --ranks 0,1 that is on
+    // stdout): it stops there, unwritten.
     let tree = Tree::new();
-    let out = run_with_stdout(&tree, &["add", "tiny-moe", "--no-ruff"], dev_full());
+    let out = run_with_stdout(
+        &tree,
+        &["add", "tiny-moe", "--no-ruff", "--ranks", "0,1"],
+        dev_full(),
+    );
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
-        "memprints: error: cannot write to stdout: No space left on device (os error 28)\n"
+        "error: cannot write to stdout: No space left on device (os error 28)\n"
     );
     assert_eq!(user_files(&tree), original);
     // `remove` prints after its commit: the tree is fully restored, and the error says so (3).
@@ -489,7 +494,7 @@ fn a_full_stdout_is_one_line_and_the_tree_stays_consistent() {
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
     assert!(
-        stderr(&out).starts_with("memprints: error: the tree was changed (6 files written)"),
+        stderr(&out).starts_with("error: the tree was changed (6 files written)"),
         "{}",
         stderr(&out)
     );
@@ -672,7 +677,7 @@ fn the_models_protocol_file_is_named_as_such_not_as_missing() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
-        "memprints: error: `interface` is not a model: pithtrain/models/interface.py is the \
+        "error: `interface` is not a model: pithtrain/models/interface.py is the \
          protocol every model implements; models in this tree: biased-moe, fused-moe, \
          layered-moe, tiny-moe\n"
     );
@@ -701,7 +706,296 @@ fn a_rank_past_u32_is_too_large_not_garbage() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stderr(&out),
-        "memprints: error: invalid --ranks `4294967296`: 4294967296 is too large: each must be \
+        "error: invalid --ranks `4294967296`: 4294967296 is too large: each must be \
          0 to 1048575\n"
     );
+}
+
+// -- the face: short output, one error style, file errors with hints (issue 23) ---------------
+
+/// Every path under `root` (folders too) with a file's bytes: what `diff -r` compares, ruff's
+/// and Python's caches aside.
+fn whole_tree(root: &std::path::Path) -> Vec<(String, Option<Vec<u8>>)> {
+    let mut all = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name == "__pycache__" || name == ".ruff_cache" {
+                continue;
+            }
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            if path.is_dir() {
+                all.push((rel, None));
+                stack.push(path);
+            } else {
+                all.push((rel, Some(std::fs::read(&path).unwrap())));
+            }
+        }
+    }
+    all.sort();
+    all
+}
+
+#[test]
+fn add_says_what_changed_and_the_next_step_in_at_most_six_lines() {
+    let tree = Tree::new();
+    let out = run_with_stdout(&tree, &["add", "tiny-moe", "--no-ruff"], Stdio::piped());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(all.lines().count() <= 6, "{all}");
+    assert!(
+        all.contains("memprints report logging/pretrain_lm/tiny_node0.log"),
+        "{all}"
+    );
+    assert!(stdout(&out).starts_with("Added memory prints for tiny-moe to 6 files"));
+    assert!(!all.contains("log labels you will see:"), "{all}");
+    // The details are behind --verbose.
+    let tree = Tree::new();
+    let out = run_with_stdout(
+        &tree,
+        &["add", "tiny-moe", "--no-ruff", "--verbose"],
+        Stdio::piped(),
+    );
+    assert!(stdout(&out).contains("log labels you will see:"));
+    assert!(stdout(&out).contains("group 5A"));
+}
+
+#[test]
+fn a_dry_run_a_refusal_and_status_leave_the_tree_exactly_as_it_was() {
+    let tree = Tree::new();
+    let before = whole_tree(tree.path());
+    for (args, code) in [
+        (&["add", "tiny-moe", "--dry-run", "--no-ruff"][..], 0),
+        (&["add", "nope", "--no-ruff"][..], 1),
+        (&["status"][..], 1),
+    ] {
+        let out = run_with_stdout(&tree, args, Stdio::piped());
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        assert_eq!(whole_tree(tree.path()), before, "{args:?}");
+    }
+    // An old PithTrain is refused after the lock is taken: the lock's folder goes with it.
+    tree.edit(
+        "pithtrain/dualpipe/execution.py",
+        "def layer_forward(",
+        "def layer_forward_old(",
+    );
+    let before = whole_tree(tree.path());
+    let out = run_with_stdout(&tree, &["add", "tiny-moe", "--no-ruff"], Stdio::piped());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("predates"), "{}", stderr(&out));
+    assert_eq!(whole_tree(tree.path()), before);
+    // A written add and its remove: the tree is as before, no .memprints/ left.
+    let tree = Tree::new();
+    let before = whole_tree(tree.path());
+    for args in [&["add", "tiny-moe", "--no-ruff"][..], &["remove"][..]] {
+        let out = run_with_stdout(&tree, args, Stdio::piped());
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(!tree.path().join(".memprints").exists(), "{args:?}");
+    }
+    assert_eq!(whole_tree(tree.path()), before);
+}
+
+#[test]
+fn errors_say_error_then_hint_and_name_the_option_they_came_from() {
+    let tree = Tree::new();
+    let cases: [(&[&str], &str, &str); 3] = [
+        (
+            &["add", "tiny-moe", "--config", "nope.json"],
+            "error: --config nope.json: no such file\n",
+            "hint: pass a Hugging Face config.json",
+        ),
+        (
+            &["plan", "tiny-moe", "--config", "nope.json"],
+            "error: --config nope.json: no such file\n",
+            "hint: pass a Hugging Face config.json",
+        ),
+        (
+            &["check", "nope.py"],
+            "error: FILE nope.py: no such file\n",
+            "hint: pass Python files to check",
+        ),
+    ];
+    for (args, error, hint) in cases {
+        let out = run_with_stdout(&tree, args, Stdio::piped());
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.starts_with(error), "{args:?}: {err}");
+        assert!(err.lines().nth(1).unwrap().starts_with(hint), "{err}");
+        assert!(!err.contains("os error"), "{err}");
+    }
+}
+
+#[test]
+fn a_log_given_as_a_snapshot_and_a_snapshot_given_as_a_log_point_to_the_right_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.log");
+    std::fs::copy(
+        codemod::fixture().join("../../data/report/pp1_default_prefix.log"),
+        &log,
+    )
+    .unwrap();
+    let pickle = dir.path().join("x.pickle");
+    std::fs::copy(
+        codemod::fixture().join("../../data/snapshot/basic_p5.pickle"),
+        &pickle,
+    )
+    .unwrap();
+    let out = memprints()
+        .args(["snapshot", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("not a memory snapshot pickle"), "{err}");
+    assert!(
+        err.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("hint: `memprints report "),
+        "{err}"
+    );
+    let out = memprints()
+        .args(["report", pickle.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert!(
+        err.contains("a memory snapshot (a pickle), not a training log"),
+        "{err}"
+    );
+    assert!(err.contains("`memprints snapshot "), "{err}");
+    assert!(err.contains("--snapshots"), "{err}");
+}
+
+#[test]
+fn a_rank_the_log_does_not_have_is_named_with_the_ranks_it_has() {
+    let log = codemod::fixture().join("../../data/report/pp1_default_prefix.log");
+    let out = memprints()
+        .args(["report", log.to_str().unwrap(), "--rank", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: --rank 5: the logs hold no memory prints of that rank\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: the logs hold prints of ranks 0, 1;"),
+        "{err}"
+    );
+    assert!(!err.contains("instrumented"), "{err}");
+    // One of several missing: a warning, the report for the others.
+    let out = memprints()
+        .args([
+            "report",
+            log.to_str().unwrap(),
+            "--rank",
+            "1",
+            "--rank",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).starts_with("warning: --rank 5:"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_rank_past_the_world_is_warned_about() {
+    let tree = Tree::new();
+    // The sample's script: pp=2, world 2.
+    let out = run_with_stdout(
+        &tree,
+        &[
+            "add",
+            "tiny-moe",
+            "--ranks",
+            "0,1,14",
+            "--no-ruff",
+            "--dry-run",
+        ],
+        Stdio::piped(),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains(
+            "warning: --ranks: rank 14 does not exist in a world of 2 GPUs (ranks 0-1); it prints nothing"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = run_with_stdout(
+        &tree,
+        &[
+            "plan", "tiny-moe", "--ranks", "3,14", "--pp", "2", "--ep", "4",
+        ],
+        Stdio::piped(),
+    );
+    assert!(
+        stderr(&out).contains("warning: --ranks: ranks 14 do not exist")
+            || stderr(&out).contains("warning: --ranks: rank 14 does not exist in a world of 8"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_example_variant_is_mapped_to_its_model_with_a_note() {
+    let tree = Tree::new();
+    let out = run_with_stdout(&tree, &["add", "tiny", "--no-ruff"], Stdio::piped());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "note: tiny is an example variant: its config.json says model_type \"tiny_moe\", so the model is tiny-moe"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("logging/pretrain_lm/tiny_node0.log"));
+    assert_ne!(
+        tree.read(SIX[2]),
+        Tree::new().read(SIX[2]),
+        "the model file is instrumented"
+    );
+}
+
+#[test]
+fn colour_follows_the_color_flag_and_never_reaches_a_pipe_by_default() {
+    let tree = Tree::new();
+    let plain = run_with_stdout(&tree, &["add", "nope"], Stdio::piped());
+    assert!(stderr(&plain).starts_with("error: "), "{}", stderr(&plain));
+    let out = memprints()
+        .current_dir(tree.path())
+        .args(["add", "nope", "--color", "always"])
+        .output()
+        .unwrap();
+    assert!(stderr(&out).contains("\x1b["), "{}", stderr(&out));
+    let diff = memprints()
+        .current_dir(tree.path())
+        .args([
+            "--color",
+            "always",
+            "add",
+            "tiny-moe",
+            "--dry-run",
+            "--no-ruff",
+        ])
+        .output()
+        .unwrap();
+    assert!(stdout(&diff).contains("\x1b[32m+"), "green added lines");
+    let out = memprints()
+        .current_dir(tree.path())
+        .args(["add", "tiny-moe", "--dry-run", "--no-ruff"])
+        .output()
+        .unwrap();
+    assert!(!stdout(&out).contains('\x1b'));
 }

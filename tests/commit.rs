@@ -54,7 +54,7 @@ fn two_adds_started_together_leave_one_consistent_tree() {
         // Refused by the lock (its holder named, or "just starting" when the lock was read
         // between its creation and its first write), or run after the winner had finished.
         assert!(
-            loser.contains("memprints: error: another memprints (")
+            loser.contains("error: another memprints (")
                 || loser.contains("the tree is already instrumented"),
             "round {round}: {loser}"
         );
@@ -76,7 +76,7 @@ fn an_add_while_another_run_holds_the_lock_refuses_and_changes_nothing() {
     let out = run(&tree, ADD, None);
     assert_eq!(out.status.code(), Some(1));
     let expected = format!(
-        "memprints: error: another memprints (`memprints add`, pid {}",
+        "error: another memprints (`memprints add`, pid {}",
         std::process::id()
     );
     assert!(text(&out).starts_with(&expected), "{}", text(&out));
@@ -94,7 +94,7 @@ fn the_lock_of_a_killed_run_is_taken_over_with_a_note() {
     assert!(tree.path().join(".memprints/lock").exists());
     let out = ok(&tree, ADD);
     assert!(
-        text(&out).contains("memprints: note: took over the lock of `memprints add` (pid "),
+        text(&out).contains("note: took over the lock of `memprints add` (pid "),
         "{}",
         text(&out)
     );
@@ -238,7 +238,7 @@ fn a_read_only_file_is_refused_and_nothing_changes() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out).contains(
-            "memprints: error: pithtrain/models/tiny_moe.py is read-only (mode 0444); memprints does not replace read-only files"
+            "error: pithtrain/models/tiny_moe.py is read-only (mode 0444); memprints does not replace read-only files"
         ),
         "{}",
         text(&out)
@@ -507,7 +507,7 @@ fn a_full_stdout_after_the_tree_changed_exits_3_and_says_the_change_happened() {
         assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
         assert!(
             stderr.contains(
-                "memprints: error: the tree was changed (6 files written), but writing the summary to stdout failed: No space left on device"
+                "error: the tree was changed (6 files written), but writing the summary to stdout failed: No space left on device"
             ),
             "{args:?}: {stderr}"
         );
@@ -522,4 +522,21 @@ fn a_full_stdout_after_the_tree_changed_exits_3_and_says_the_change_happened() {
     // A refusal that changed nothing stays exit code 1.
     let out = run_to_full_disk(&tree, &["remove"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+}
+
+/// The recovery note goes to stderr: `add --json` after an interrupted run prints JSON alone on
+/// stdout, and the note on stderr.
+#[test]
+fn add_json_after_an_interrupted_run_prints_json_alone_on_stdout() {
+    let tree = Tree::new();
+    assert!(killed(&run(&tree, ADD, Some(AFTER_THREE_SWAPS))));
+    assert!(tree.path().join(".memprints/journal.json").exists());
+    let out = run(&tree, &["add", "tiny-moe", "--no-ruff", "--json"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(json["written"], true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("note: "), "{stderr}");
+    assert!(!tree.path().join(".memprints").exists());
 }

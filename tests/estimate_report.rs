@@ -84,7 +84,8 @@ fn config(name: &str) -> PathBuf {
 }
 
 /// The report as `memprints report ARGS` prints it; text as wide as it comes (`--wide`), so
-/// that a table's row is one line.
+/// that a table's row is one line. Exit 0, or 2 when the estimator could not run (the report is
+/// written all the same, the reason inside it and on stderr).
 fn report(cwd: &Path, args: &[&str]) -> String {
     let out = Command::cargo_bin("memprints")
         .unwrap()
@@ -92,9 +93,15 @@ fn report(cwd: &Path, args: &[&str]) -> String {
         .arg("report")
         .arg("--wide")
         .args(args)
-        .assert()
-        .success();
-    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => assert!(!stderr.contains("warning: --estimate"), "{stderr}"),
+        Some(2) => assert!(stderr.contains("warning: --estimate: "), "{stderr}"),
+        code => panic!("exit {code:?}: {stderr}"),
+    }
+    String::from_utf8(out.stdout).unwrap()
 }
 
 fn json(cwd: &Path, args: &[&str]) -> Value {
@@ -380,6 +387,21 @@ fn a_failing_estimator_and_missing_settings_are_notes_too() {
     assert!(
         error.starts_with("the memory estimator failed: Error: asked for (1, 2, 16, 512,"),
         "{error}"
+    );
+    // A failed --estimate exits 2 and says why on stderr, beside the report on stdout.
+    let failed = Command::cargo_bin("memprints")
+        .unwrap()
+        .current_dir(root())
+        .arg("report")
+        .args(estimate_args(&log, tree.path(), &config))
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&failed.stderr)
+            .starts_with("warning: --estimate: the memory estimator failed: "),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
     );
     // Without --config the kept log's model path (`<e2e>/configs/…`) is not in the tree.
     let report = json(

@@ -126,7 +126,7 @@ fn compiled_functions_never_get_prints() {
 #[test]
 fn auto_detail_layers_read_the_moe_rule_and_the_config() {
     let tree = Tree::new();
-    let out = tree.run(&["add", "layered-moe"]).success();
+    let out = tree.run(&["add", "layered-moe", "--verbose"]).success();
     let stdout = stdout_of(&out);
     assert!(stdout.contains("detail layers (2, 3)"), "{stdout}");
     assert!(
@@ -155,6 +155,7 @@ fn an_explicit_config_changes_the_auto_layers() {
             "--config",
             config.to_str().unwrap(),
             "--dry-run",
+            "--verbose",
         ])
         .success();
     assert!(stdout_of(&out).contains("detail layers (5, 6)"));
@@ -284,7 +285,7 @@ fn add_says_in_one_line_which_ranks_print_each_detail_layer() {
     let out = tree.run(&["add", "tiny-moe", "--dry-run"]).success();
     assert_eq!(
         stderr_of(&out),
-        "memprints: warning: detail layers print: layer 0 on rank 0; layer 1 on none of ranks 0: \
+        "warning: detail layers print: layer 0 on rank 0; layer 1 on none of ranks 0: \
          add rank 1 (--ranks 0,1) (layout pp=2 ep=1 cp=1 world=2 from examples/pretrain_lm/tiny/script.py)\n"
     );
     assert!(!stdout_of(&out).contains("detail layers print"));
@@ -296,7 +297,7 @@ fn add_says_in_one_line_which_ranks_print_each_detail_layer() {
     assert_eq!(stderr_of(&out), "");
     assert!(
         stdout_of(&out).contains(
-            "\ndetail layers print: layer 0 on rank 0; layer 1 on rank 1 (layout pp=2 ep=1 cp=1 world=2 from examples/pretrain_lm/tiny/script.py)\n"
+            "detail layers print: layer 0 on rank 0; layer 1 on rank 1 (layout pp=2 ep=1 cp=1 world=2 from examples/pretrain_lm/tiny/script.py)\n"
         ),
         "{}",
         stdout_of(&out)
@@ -329,7 +330,7 @@ fn add_says_in_one_line_which_ranks_print_each_detail_layer() {
         .run(&["add", "tiny-moe", "--ranks", "0,1", "--dry-run", "--json"])
         .success();
     assert!(
-        stderr_of(&out).contains("\nmemprints: detail layers print: layer 0 on rank 0;"),
+        stderr_of(&out).starts_with("note: detail layers print: layer 0 on rank 0;"),
         "{}",
         stderr_of(&out)
     );

@@ -344,10 +344,7 @@ fn a_missing_log_fails_with_one_line_naming_it() {
     let out = memprints().args(["report", "no/such.log"]).assert().code(1);
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.starts_with("memprints: error: cannot read no/such.log: "),
-        "{err}"
-    );
+    assert!(err.starts_with("error: cannot read no/such.log: "), "{err}");
 }
 
 #[test]
@@ -379,17 +376,18 @@ fn a_rotated_log_is_read_around_its_nul_bytes_and_says_so() {
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(
         stderr.contains(&format!(
-            "memprints: note: {}: skipped 1.20 MiB of NUL bytes at offset 0 (a rotated or \
+            "note: {}: skipped 1.20 MiB of NUL bytes at offset 0 (a rotated or \
              preallocated log)",
             path.display()
         )),
         "{stderr}"
     );
-    // A file that is binary through and through is still named as such.
+    // A file that is binary through and through is still named as such (a pickle is refused
+    // before it is read: tests/cli.rs).
     let pickle = dir.path().join("dump.log");
     std::fs::write(
         &pickle,
-        b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94.",
+        b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00",
     )
     .unwrap();
     let report = report_json(&[pickle.to_str().unwrap()]);

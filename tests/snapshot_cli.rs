@@ -228,7 +228,7 @@ fn no_input_is_an_error() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(
         stderr,
-        "memprints: error: no snapshot given: pass one or more PICKLE files or folders\n"
+        "error: no snapshot given: pass one or more PICKLE files or folders\n"
     );
 }
 

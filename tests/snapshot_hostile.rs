@@ -52,7 +52,7 @@ fn each_hostile_file_fails_with_one_line() {
         assert_eq!(code, Some(1), "{file}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{file}: {stderr}");
         assert!(
-            stderr.starts_with("memprints: error: tests/data/snapshot/hostile/"),
+            stderr.starts_with("error: tests/data/snapshot/hostile/"),
             "{file}: {stderr}"
         );
         assert!(stderr.contains(needle), "{file}: {stderr}");

@@ -217,7 +217,7 @@ fn status_errors_on_an_unreadable_or_non_utf8_file_and_names_a_missing_one() {
     std::fs::remove_file(tree.path().join(TRAINING)).unwrap();
     std::fs::create_dir(tree.path().join(TRAINING)).unwrap();
     let err = stderr(&tree.run(&["status"]).code(1));
-    assert!(err.starts_with("memprints: error: "), "{err}");
+    assert!(err.starts_with("error: "), "{err}");
     assert!(err.contains("training.py"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 

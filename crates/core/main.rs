@@ -14,12 +14,15 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(exit::report_panic));
     // Usage errors, --help and --version: clap prints them and exits (2, 0, 0).
     let cli = Cli::parse();
+    cli.color.apply();
     let mut out = Output::stdio();
+    out.allow_pager(!cli.no_pager);
     let status = match catch_unwind(AssertUnwindSafe(|| run(cli, &mut out))) {
         Ok(status) => status,
         // The hook has said what the panic was.
         Err(_) => ExitStatus::InternalError,
     };
+    out.finish();
     status.into()
 }
 

@@ -6,6 +6,7 @@
 //! [`demo`](crate::demo) (the demo's steps).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::instrument::add::{self, AddPlan};
@@ -13,6 +14,7 @@ use crate::instrument::status::{self, State, Status};
 use crate::instrument::strip::strip;
 use crate::instrument::verify::{Verdict, ranges_text};
 use crate::params::Params;
+use crate::pithtrain::ModelRef;
 use crate::pithtrain::moe_rule::{self, MoeLayers};
 use crate::pithtrain::{self, PerTarget, Repo, Target};
 use memprints_python::PySource;
@@ -36,26 +38,44 @@ pub fn check_version(repo: &Repo) -> Result<()> {
             missing: pithtrain::EXECUTION.into(),
         });
     }
-    repo.check_version(&repo.read(pithtrain::EXECUTION)?)
+    repo.check_version(&*repo.read(pithtrain::EXECUTION)?)
 }
 
 /// Picks the detail layers: `explicit` when given (checked against `num_hidden_layers` when a
 /// config is known), else the first MoE layer and the next one.
+///
+/// `config` (`--config`) must be a file; without it the model's example variant's config.json
+/// is read when there is one.
 pub fn detail_layers(
     repo: &Repo,
-    model: &str,
+    model: &ModelRef,
     explicit: Option<Vec<u32>>,
     config: Option<PathBuf>,
 ) -> Result<(Vec<u32>, LayerChoice, Option<MoeLayers>)> {
-    let model_rel = repo.model_file(model)?;
+    let model_rel = model.file.clone();
     let src = repo.read(&model_rel)?;
     let config = match config {
-        Some(path) => Some(path),
-        None => {
-            let training = repo.read(pithtrain::TRAINING)?;
-            let module = model.replace('-', "_");
-            moe_rule::example_config(&repo.root, &training, &module)
+        Some(path) if !path.is_file() => {
+            return Err(Error::InvalidArgument {
+                what: "--config",
+                input: path.display().to_string(),
+                reason: format!(
+                    "{}; pass a Hugging Face config.json, e.g. {}/<variant>/config.json",
+                    if path.exists() {
+                        "not a file"
+                    } else {
+                        "no such file"
+                    },
+                    pithtrain::EXAMPLES_DIR
+                ),
+            });
         }
+        Some(path) => Some(path),
+        None => model
+            .example
+            .as_ref()
+            .map(|example| example.join("config.json"))
+            .filter(|config| config.is_file()),
     };
     let moe = match &config {
         Some(path) => Some(moe_rule::moe_layers(&src, path)?),
@@ -88,7 +108,11 @@ pub fn detail_layers(
                 LayerChoice::Auto(moe.clone()),
                 Some(moe),
             )),
-            None if !moe_rule::has_rule(&src)? => Ok((vec![0, 1], LayerChoice::AllMoe, None)),
+            None if !moe_rule::has_rule(&src)? => Ok((
+                crate::params::defaults::DETAIL_LAYERS.to_vec(),
+                LayerChoice::AllMoe,
+                None,
+            )),
             None => Err(Error::Config {
                 file: model_rel,
                 message: "its MoE-vs-dense rule needs a config: pass --config PATH (a Hugging Face config.json) or --detail-layers".into(),
@@ -324,7 +348,8 @@ pub fn plan_update(repo: &Repo, model: &str, params: &Params) -> Result<AddPlan>
     let currents: PerTarget<String> = sources.as_ref().map(|_, src| src.text.clone());
     for file in &removal.files {
         if sources[file.target].rel == file.rel {
-            sources[file.target] = PySource::parse(file.rel.clone(), file.restored.clone())?;
+            sources[file.target] =
+                Arc::new(PySource::parse(file.rel.clone(), file.restored.clone())?);
         }
     }
     let mut plan = add::plan_sources(&repo.settings, model, params, &sources)?;

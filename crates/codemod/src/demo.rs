@@ -56,11 +56,12 @@ pub fn add(repo: &Repo) -> Result<Added> {
     let started = Instant::now();
     let lock = Lock::acquire(&repo.root, "add")?;
     super::check_version(repo)?;
-    let (detail_layers, choice, moe) = super::detail_layers(repo, MODEL, None, None)?;
+    let model = repo.resolve_model(MODEL)?;
+    let (detail_layers, choice, moe) = super::detail_layers(repo, &model, None, None)?;
     let params = Params {
         ranks: RANKS.to_vec(),
         detail_layers,
-        snapshot_dir: "/tmp".into(),
+        ..Params::defaults()
     };
     let mut plan = super::plan_add(repo, MODEL, &params)?;
     let parallel = Parallel {

@@ -4,6 +4,17 @@
 
 use crate::error::{Error, Result};
 
+/// The one owner of every default a user does not type: the command line's `default_value`s
+/// and the library's fallbacks both read these.
+pub mod defaults {
+    /// `--ranks`: global rank 0 prints.
+    pub const RANKS: &str = "0";
+    /// The detail layers when nothing says which are MoE: layers 0 and 1.
+    pub const DETAIL_LAYERS: [u32; 2] = [0, 1];
+    /// `--snapshot-dir`: where the memory snapshot pickles go.
+    pub const SNAPSHOT_DIR: &str = "/tmp";
+}
+
 /// What `add` was asked for, after validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Params {
@@ -16,6 +27,15 @@ pub struct Params {
 }
 
 impl Params {
+    /// The defaults: rank 0, layers 0 and 1, snapshots in `/tmp`.
+    pub fn defaults() -> Self {
+        Params {
+            ranks: vec![0],
+            detail_layers: defaults::DETAIL_LAYERS.to_vec(),
+            snapshot_dir: defaults::SNAPSHOT_DIR.into(),
+        }
+    }
+
     /// `{3, 14}`: the Python set literal of the ranks.
     pub fn ranks_literal(&self) -> String {
         format!("{{{}}}", join(&self.ranks))
@@ -190,6 +210,14 @@ mod tests {
                 .unwrap()
                 .len(),
             30
+        );
+    }
+
+    #[test]
+    fn the_default_ranks_text_parses_to_the_default_ranks() {
+        assert_eq!(
+            parse_index_list("--ranks", defaults::RANKS).unwrap(),
+            Params::defaults().ranks
         );
     }
 

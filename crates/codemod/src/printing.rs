@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::pithtrain::moe_rule::{self, MoeLayers};
+use crate::pithtrain::moe_rule::MoeLayers;
 use crate::pithtrain::placement::{self, Chunk, Parallel};
-use crate::pithtrain::{self as target, Repo};
+use crate::pithtrain::{ModelRef, Repo};
 
 /// Where the parallel sizes of a [`Layout`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -96,7 +96,7 @@ impl fmt::Display for Layout {
 /// script's (with `world` when given), else why no layout is known.
 pub fn layout(
     repo: &Repo,
-    model: &str,
+    model: &ModelRef,
     given: Option<Parallel>,
     script: Option<&Path>,
     world: Option<u32>,
@@ -113,10 +113,11 @@ pub fn layout(
     }
     let no_layout = || {
         format!(
-            "no --pp/--script given and no examples/pretrain_lm/*/script.py for {model}; pass --pp/--ep/--cp or --script"
+            "no --pp/--script given and no examples/pretrain_lm/*/script.py for {}; pass --pp/--ep/--cp or --script",
+            model.name
         )
     };
-    let script = example_script(repo, model).ok_or_else(no_layout)?;
+    let script = example_script(model).ok_or_else(no_layout)?;
     let text = std::fs::read_to_string(&script)
         .map_err(|e| format!("cannot read {}: {e}", shown(repo, script.clone())))?;
     let parallel = Parallel::from_script(&text, world);
@@ -129,12 +130,10 @@ pub fn layout(
     ))
 }
 
-/// The model's example launch script: `script.py` beside its example config
-/// ([`moe_rule::example_config`]), when there is one.
-pub fn example_script(repo: &Repo, model: &str) -> Option<PathBuf> {
-    let training = repo.read(target::TRAINING).ok()?;
-    let config = moe_rule::example_config(&repo.root, &training, &model.replace('-', "_"))?;
-    Some(config.parent()?.join("script.py")).filter(|p| p.is_file())
+/// The model's example launch script: `script.py` in its example variant's folder, when
+/// there is one.
+pub fn example_script(model: &ModelRef) -> Option<PathBuf> {
+    Some(model.example.as_ref()?.join("script.py")).filter(|p| p.is_file())
 }
 
 /// `path` relative to the checkout when it lies inside it.

@@ -299,6 +299,14 @@ pub fn before_write(repo: &Repo, plan: &mut AddPlan) -> RuffStep {
 }
 
 impl RuffStep {
+    /// True unless ruff ran on every file and changed nothing: what `add` says without
+    /// `--verbose`.
+    pub fn says_something(&self) -> bool {
+        self.has_warnings()
+            || !self.skipped.is_empty()
+            || matches!(self.outcome, RuffOutcome::Missing)
+    }
+
     /// True when ruff changed a file memprints wrote, failed, or reports the user's lines.
     pub fn has_warnings(&self) -> bool {
         matches!(&self.outcome, RuffOutcome::Ran { changed, left_to_you, failures }

@@ -190,6 +190,74 @@ impl fmt::Display for AddSummary {
     }
 }
 
+/// What a written `add` prints without `--verbose`, in the manner of ruff and uv: one line of
+/// what changed, one of the next steps (the launch and the `memprints report` command for the
+/// log PithTrain will write), and the ruff step's line only when it has something to say. Where
+/// the detail layers print is the caller's line ([`DetailPrints`]).
+pub struct AddShort<'a> {
+    /// What was written.
+    pub summary: &'a AddSummary,
+    /// The example variant the run launches (`qwen3-30b-a3b`), when one is known.
+    pub variant: Option<&'a str>,
+}
+
+impl AddShort<'_> {
+    /// The log `examples/pretrain_lm/launch.sh <variant>` tees node 0's output into.
+    pub fn log_path(&self) -> String {
+        format!(
+            "logging/pretrain_lm/{}_node0.log",
+            self.variant.unwrap_or("<variant>")
+        )
+    }
+
+    /// `Next: launch …, then `memprints report …`; `memprints remove` takes the prints out`.
+    pub fn next_line(&self) -> String {
+        format!(
+            "Next: launch {}, then `memprints report {}`; `memprints remove` takes the prints out",
+            self.launch(),
+            self.log_path(),
+        )
+    }
+
+    /// The launch command: `launch.sh` when the checkout has it.
+    fn launch(&self) -> String {
+        let launch = format!("{}/launch.sh", crate::pithtrain::EXAMPLES_DIR);
+        match self.variant {
+            Some(variant) if self.summary.root.join(&launch).is_file() => {
+                format!("`bash {launch} {variant}`")
+            }
+            _ => "the training".into(),
+        }
+    }
+}
+
+impl fmt::Display for AddShort<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let summary = self.summary;
+        let params = summary.params();
+        let files = summary.files.iter().filter(|file| file.changed).count();
+        writeln!(
+            f,
+            "{} memory prints for {} to {files} file{} in {:.1} s: ranks {}, detail layers {}, snapshots in {}",
+            match summary.action {
+                AddAction::Updated => "Updated",
+                _ => "Added",
+            },
+            summary.model,
+            if files == 1 { "" } else { "s" },
+            summary.elapsed.as_secs_f64(),
+            params.ranks_literal(),
+            params.layers_literal(),
+            summary.snapshot_dir,
+        )?;
+        writeln!(f, "{} (--verbose: files and log labels)", self.next_line())?;
+        match &summary.ruff {
+            Some(ruff) if ruff.says_something() => write!(f, "{ruff}"),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The line saying how `add` chose the detail layers, when it chose them itself.
 pub fn layer_choice_note(choice: &LayerChoice, params: &Params) -> Option<String> {
     match choice {

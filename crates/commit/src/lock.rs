@@ -166,7 +166,6 @@ impl Lock {
     pub fn acquire(root: &Path, command: &str) -> Result<Lock> {
         let root = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
         let dir = root.join(STATE_DIR);
-        fs::create_dir_all(&dir).map_err(|e| fsio::error(&dir, e))?;
         let path = dir.join(LOCK);
         let here = Holder::this_process(command);
         let contents = serde_json::to_vec(&here).expect("a holder always serialises");
@@ -184,7 +183,16 @@ impl Lock {
         let mut waited = false;
         // A few rounds: a lock released or taken over between our steps sends us round again.
         for _ in 0..4 {
-            if create_exclusive(&path, &contents)? {
+            // Made each round: a holder that released the lock removes the folder when empty.
+            fs::create_dir_all(&dir).map_err(|e| fsio::error(&dir, e))?;
+            let created = match create_exclusive(&path, &contents) {
+                // The folder went between our steps: another run released the lock.
+                Err(Error::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::NotFound => {
+                    continue;
+                }
+                created => created?,
+            };
+            if created {
                 return Ok(held(took_over));
             }
             let Some((found, since)) = read_lock(&path)? else {
@@ -250,6 +258,12 @@ impl Drop for Lock {
         crash::point("releasing the lock");
         if fs::read(&self.path).is_ok_and(|now| now == self.contents) {
             let _ = fs::remove_file(&self.path);
+            // `.memprints/` is there only while a command writes: gone once it is empty (no
+            // journal of an interrupted commit, no other run's lock). `rmdir` removes only an
+            // empty folder, so another run's lock or journal keeps it.
+            if let Some(dir) = self.path.parent() {
+                let _ = fs::remove_dir(dir);
+            }
         }
     }
 }

@@ -8,13 +8,18 @@ use std::time::Instant;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 
-use super::args::{ParallelArgs, RepoArg, index_list, lock_and_recover};
+use super::args::{
+    ParallelArgs, RepoArg, index_list, input_file, lock_and_recover, warn_missing_ranks,
+};
 use super::{ExitStatus, Output, print_diffs};
 use memprints_codemod::instrument::status::{self, State};
-use memprints_codemod::params::{self, Params};
+use memprints_codemod::params::{self, Params, defaults};
+use memprints_codemod::pithtrain::{ModelRef, Repo};
 use memprints_codemod::printing::{self, DetailPrints};
 use memprints_codemod::ruff;
-use memprints_codemod::summary::{AddAction, AddSummary, describe_existing, layer_choice_note};
+use memprints_codemod::summary::{
+    AddAction, AddShort, AddSummary, describe_existing, layer_choice_note,
+};
 
 /// What `add` does on an instrumented tree.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -32,10 +37,12 @@ pub enum OnExisting {
 /// `add`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct AddArgs {
-    /// Model name: pithtrain/models/<model with - as _>.py, e.g. qwen3-moe.
+    /// Model name: pithtrain/models/<model with - as _>.py, e.g. qwen3-moe; or an example
+    /// variant, examples/pretrain_lm/<variant>/, e.g. qwen3-30b-a3b (its config.json's
+    /// model_type names the model).
     pub model: String,
     /// Global ranks that print, comma-separated.
-    #[arg(long, value_name = "LIST", default_value = "0")]
+    #[arg(long, value_name = "LIST", default_value = defaults::RANKS)]
     pub ranks: String,
     /// Layers with per-stage detail [default: the first MoE layer and the next, read from the
     /// model's MoE rule and its config].
@@ -46,7 +53,7 @@ pub struct AddArgs {
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// Folder the memory snapshot pickles are written to.
-    #[arg(long, value_name = "DIR", default_value = "/tmp")]
+    #[arg(long, value_name = "DIR", default_value = defaults::SNAPSHOT_DIR)]
     pub snapshot_dir: String,
     /// What to do when the tree is already instrumented.
     #[arg(long, value_enum)]
@@ -65,6 +72,10 @@ pub struct AddArgs {
     /// Print no summary or notes; warnings and errors still go to stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Also list each file with its groups, the log labels the run will print, and how the
+    /// detail layers were chosen.
+    #[arg(long, short, conflicts_with = "quiet")]
+    pub verbose: bool,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub repo: RepoArg,
@@ -73,25 +84,72 @@ pub struct AddArgs {
     pub parallel: ParallelArgs,
 }
 
+/// `add`'s request: every argument checked and resolved once, the checkout opened once.
+pub struct AddRequest {
+    /// The checkout; each file is parsed once however many steps read it.
+    pub repo: Repo,
+    /// The model, resolved to its file (and example variant) once.
+    pub model: ModelRef,
+    /// `--ranks`.
+    pub ranks: Vec<u32>,
+    /// `--snapshot-dir`, checked.
+    pub snapshot_dir: String,
+    /// `--detail-layers`, when given.
+    pub detail_layers: Option<Vec<u32>>,
+    /// `--pp/--ep/--cp/--world` or `--script`, when given.
+    pub parallel: Option<memprints_codemod::pithtrain::placement::Parallel>,
+}
+
+impl AddRequest {
+    /// Checks every argument, before the tree is touched: a refused one leaves no trace in
+    /// the tree, not even the lock.
+    pub fn new(args: &AddArgs, out: &mut Output) -> anyhow::Result<Self> {
+        let ranks = params::parse_index_list("--ranks", &args.ranks)?;
+        let snapshot_dir = params::validate_snapshot_dir(&args.snapshot_dir)?;
+        let detail_layers = index_list(args.detail_layers.as_deref(), "--detail-layers")?;
+        if let Some(config) = &args.config {
+            input_file("--config", config, CONFIG_HINT)?;
+        }
+        let parallel = args.parallel.resolve()?;
+        let repo = args.repo.open()?;
+        let model = repo.resolve_model(&args.model)?;
+        if let Some((variant, model_type)) = &model.from_variant {
+            out.note(format_args!(
+                "{variant} is an example variant: its config.json says model_type \"{model_type}\", so the model is {} ({})",
+                model.name, model.file
+            ));
+        }
+        Ok(AddRequest {
+            repo,
+            model,
+            ranks,
+            snapshot_dir,
+            detail_layers,
+            parallel,
+        })
+    }
+}
+
+/// What to pass instead of a `--config` that is not a file.
+pub const CONFIG_HINT: &str = "pass a Hugging Face config.json, e.g. examples/pretrain_lm/<variant>/config.json, or leave --config out to use the model's example config";
+
 /// Runs `add`.
 pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     memprints_commit::ignore_sigxfsz();
     let started = Instant::now();
-    // Arguments first: a refused one leaves no trace in the tree, not even the lock.
-    let ranks = params::parse_index_list("--ranks", &args.ranks)?;
-    let snapshot_dir = params::validate_snapshot_dir(&args.snapshot_dir)?;
-    let explicit = index_list(args.detail_layers.as_deref(), "--detail-layers")?;
-    let parallel = args.parallel.resolve()?;
-    let repo = args.repo.open()?;
-    if let Err(invalid @ memprints_codemod::Error::InvalidArgument { .. }) =
-        repo.model_file(&args.model)
-    {
-        return Err(invalid.into());
-    }
+    let request = AddRequest::new(&args, out)?;
+    let AddRequest {
+        repo,
+        model,
+        ranks,
+        snapshot_dir,
+        detail_layers: explicit,
+        parallel,
+    } = request;
     let lock = lock_and_recover(&repo.root, "add", out)?;
     memprints_codemod::check_version(&repo)?;
     let (detail_layers, choice, moe) =
-        memprints_codemod::detail_layers(&repo, &args.model, explicit, args.config.clone())?;
+        memprints_codemod::detail_layers(&repo, &model, explicit, args.config.clone())?;
     let params = Params {
         ranks,
         detail_layers,
@@ -101,7 +159,7 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     let existing = status::scan(&repo)?;
     let (mut plan, action) = if existing.state == State::Absent {
         (
-            memprints_codemod::plan_add(&repo, &args.model, &params)?,
+            memprints_codemod::plan_add(&repo, &model.name, &params)?,
             AddAction::Added,
         )
     } else {
@@ -114,15 +172,15 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         match resolve_existing(choice, &what, out)? {
             OnExisting::Skip => {
                 if args.json {
-                    let summary = AddSummary::skipped(repo.root.clone(), &args.model, &params);
+                    let summary = AddSummary::skipped(repo.root.clone(), &model.name, &params);
                     writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?;
                 } else if !args.quiet {
-                    writeln!(out, "memprints: {what}; skipped, nothing changed")?;
+                    writeln!(out, "{what}; skipped, nothing changed")?;
                 }
                 return Ok(ExitStatus::Success);
             }
             OnExisting::Update => (
-                memprints_codemod::plan_update(&repo, &args.model, &params)?,
+                memprints_codemod::plan_update(&repo, &model.name, &params)?,
                 AddAction::Updated,
             ),
             _ => bail!(
@@ -131,7 +189,7 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         }
     };
 
-    if let Some(note) = layer_choice_note(&choice, &params).filter(|_| !args.quiet) {
+    if let Some(note) = layer_choice_note(&choice, &params).filter(|_| args.verbose) {
         if args.json {
             out.note(note);
         } else {
@@ -140,11 +198,14 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     }
     let layout = printing::layout(
         &repo,
-        &args.model,
+        &model,
         parallel,
         args.parallel.script.as_deref(),
         args.parallel.world,
     );
+    if let Ok(layout) = &layout {
+        warn_missing_ranks(&params.ranks, Some(layout.world), out);
+    }
     let prints = DetailPrints::new(
         layout,
         moe.as_ref().map(|m| m.num_layers),
@@ -171,7 +232,7 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
             if !args.quiet {
                 writeln!(
                     out,
-                    "memprints: dry run, {} files would change; nothing written",
+                    "Dry run: {} files would change; nothing written",
                     replacements.len()
                 )?;
             }
@@ -188,12 +249,36 @@ pub fn run(args: AddArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     summary.ruff = ruff;
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&summary)?)?;
-    } else if !args.quiet {
+    } else if args.verbose {
         write!(out, "{summary}")?;
+        let variant = variant(&args, &model);
+        let next = AddShort {
+            summary: &summary,
+            variant: variant.as_deref(),
+        };
+        writeln!(out, "{}", next.next_line())?;
+    } else if !args.quiet {
+        let variant = variant(&args, &model);
+        let short = AddShort {
+            summary: &summary,
+            variant: variant.as_deref(),
+        };
+        write!(out, "{short}")?;
     } else if let Some(ruff) = summary.ruff.as_ref().filter(|r| r.has_warnings()) {
         out.stderr(ruff);
     }
     Ok(ExitStatus::Success)
+}
+
+/// The example variant the run launches: `--script`'s folder, else the model's example's.
+fn variant(args: &AddArgs, model: &ModelRef) -> Option<String> {
+    let from_script = args.parallel.script.as_deref().and_then(|script| {
+        let folder = script.parent()?;
+        let examples = folder.parent()?;
+        (examples.file_name()? == "pretrain_lm")
+            .then(|| folder.file_name()?.to_str().map(String::from))?
+    });
+    from_script.or_else(|| model.variant().map(String::from))
 }
 
 /// `choice`, or for `ask` the user's answer on the terminal.
@@ -207,7 +292,7 @@ fn resolve_existing(
     }
     write!(
         out,
-        "memprints: {what}.\nUpdate ranks/layers/snapshot folder [u], skip [s] or abort [a]? "
+        "{what}.\nUpdate ranks/layers/snapshot folder [u], skip [s] or abort [a]? "
     )?;
     out.flush()?;
     let mut answer = String::new();

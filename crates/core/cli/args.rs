@@ -27,8 +27,9 @@ impl RepoArg {
     }
 }
 
-/// A parallel size: 1 to [`MAX_SIZE`].
-fn size() -> clap::builder::RangedI64ValueParser<u32> {
+/// A parallel size: 1 to [`MAX_SIZE`]. The one range check of `--pp/--ep/--cp/--world`, for
+/// `add`, `plan` ([`ParallelArgs`]) and `report --estimate`.
+pub fn size() -> clap::builder::RangedI64ValueParser<u32> {
     clap::value_parser!(u32).range(1..=i64::from(MAX_SIZE))
 }
 
@@ -52,10 +53,144 @@ pub struct ParallelArgs {
     pub script: Option<PathBuf>,
 }
 
+/// Refuses `path`, given with `what` (`--config`, `FILE`), when it is not a file, naming both,
+/// with `hint` on what to pass instead.
+pub fn input_file(what: &str, path: &Path, hint: &str) -> anyhow::Result<()> {
+    if path.is_file() {
+        return Ok(());
+    }
+    let why = if path.is_dir() {
+        "is a folder, not a file"
+    } else if path.exists() {
+        "is not a regular file"
+    } else {
+        "no such file"
+    };
+    Err(super::exit::hinted(
+        format!("{what} {}: {why}", path.display()),
+        hint,
+    ))
+}
+
+/// What the first bytes of a file given as input say it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Looks {
+    /// A pickle (protocol 2 or later starts with `0x80`): a memory snapshot.
+    Pickle,
+    /// Text: a log.
+    Text,
+    /// Compressed, empty, or something else: the reader decides.
+    Unknown,
+}
+
+/// Looks at the first 4 KiB of `path` (a file given on the command line; a folder or an
+/// unreadable file is [`Looks::Unknown`], left to the command to report).
+fn looks(path: &Path) -> Looks {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4096);
+    let Ok(file) = std::fs::File::open(path) else {
+        return Looks::Unknown;
+    };
+    if !path.is_file() || file.take(4096).read_to_end(&mut head).is_err() || head.is_empty() {
+        return Looks::Unknown;
+    }
+    if head[0] == 0x80 {
+        return Looks::Pickle;
+    }
+    // A multi-byte character cut at the 4 KiB mark is still text.
+    let valid = match std::str::from_utf8(&head) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
+    };
+    let printable = head
+        .iter()
+        .all(|&b| b >= 0x20 || matches!(b, b'\n' | b'\r' | b'\t' | 0x1b));
+    if valid && printable {
+        Looks::Text
+    } else {
+        Looks::Unknown
+    }
+}
+
+/// True when `path`'s name says it is a memory snapshot: `.pickle` or `.pkl`, compressed or not.
+fn named_like_a_snapshot(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase());
+    name.is_some_and(|name| {
+        let name = [".gz", ".zst", ".xz"]
+            .iter()
+            .find_map(|ext| name.strip_suffix(ext))
+            .unwrap_or(&name);
+        name.ends_with(".pickle") || name.ends_with(".pkl")
+    })
+}
+
+/// `report` refuses inputs that are all memory snapshots, saying what reads them (beside a
+/// log, a snapshot is skipped with a note, as the report's reader does).
+pub fn refuse_snapshots_as_logs(inputs: &[PathBuf]) -> anyhow::Result<()> {
+    let is_snapshot = |path: &PathBuf| {
+        path.is_file()
+            && (looks(path) == Looks::Pickle
+                || named_like_a_snapshot(path) && looks(path) != Looks::Text)
+    };
+    if inputs.is_empty() || !inputs.iter().all(is_snapshot) {
+        return Ok(());
+    }
+    let shown = inputs[0].display();
+    Err(super::exit::hinted(
+        format!("LOG {shown}: a memory snapshot (a pickle), not a training log"),
+        format!(
+            "`memprints snapshot {shown}` summarises it; `memprints report LOG --snapshots {shown}` sets it beside a log's prints"
+        ),
+    ))
+}
+
+/// `snapshot` refuses a log given as a snapshot, saying what reads it.
+pub fn refuse_logs_as_snapshots(what: &str, inputs: &[PathBuf]) -> anyhow::Result<()> {
+    for path in inputs.iter().filter(|p| p.is_file()) {
+        if looks(path) == Looks::Text {
+            let shown = path.display();
+            return Err(super::exit::hinted(
+                format!(
+                    "{what} {shown}: a text file (a training log?), not a memory snapshot pickle"
+                ),
+                format!("`memprints report {shown}` reads the memory prints of a log"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Warns about printing ranks that a run of `world` GPUs does not have: they print nothing.
+pub fn warn_missing_ranks(ranks: &[u32], world: Option<u32>, out: &mut Output) {
+    let Some(world) = world else { return };
+    let missing: Vec<String> = ranks
+        .iter()
+        .filter(|&&r| r >= world)
+        .map(u32::to_string)
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let (them, does) = if missing.len() == 1 {
+        (format!("rank {}", missing[0]), "does")
+    } else {
+        (format!("ranks {}", missing.join(", ")), "do")
+    };
+    out.warning(format_args!(
+        "--ranks: {them} {does} not exist in a world of {world} GPUs (ranks 0-{}); it prints nothing",
+        world - 1
+    ));
+}
+
 impl ParallelArgs {
     /// The sizes given (`None` when neither `--pp` nor `--script` is), checked.
     pub fn resolve(&self) -> anyhow::Result<Option<Parallel>> {
         let parallel = if let Some(script) = &self.script {
+            input_file(
+                "--script",
+                script,
+                "pass a launch script, e.g. examples/pretrain_lm/<variant>/script.py",
+            )?;
             let text =
                 std::fs::read_to_string(script).with_context(|| format!("{}", script.display()))?;
             Parallel::from_script(&text, self.world)
@@ -85,7 +220,7 @@ pub fn index_list(
 }
 
 /// Takes the tree's lock for the whole command and rolls back what an interrupted run left,
-/// saying so in one line.
+/// saying so in one note on stderr (stdout stays the command's answer: `--json` is JSON alone).
 pub fn lock_and_recover(
     root: &Path,
     command: &str,
@@ -93,14 +228,13 @@ pub fn lock_and_recover(
 ) -> anyhow::Result<memprints_commit::Lock> {
     let lock = memprints_commit::Lock::acquire(root, command)?;
     if let Some(note) = lock.took_over() {
-        out.note(format_args!("note: {note}"));
+        out.note(note);
     }
     if let Some(recovered) =
         memprints_commit::recover(&lock, &memprints_codemod::pithtrain::TARGET_FOLDERS)?
     {
-        use std::io::Write;
         out.wrote_files(recovered.restored.len());
-        writeln!(out, "memprints: {recovered}")?;
+        out.note(recovered);
     }
     Ok(lock)
 }
@@ -227,6 +361,32 @@ mod tests {
         assert!(refused(&dangling, &inputs).contains("inside"));
         let other = tempfile::tempdir().unwrap();
         check_out_not_input(&other.path().join("r.txt"), &inputs).unwrap();
+    }
+
+    #[test]
+    fn a_log_and_a_pickle_are_told_apart_by_their_first_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("run.log");
+        std::fs::write(&log, "[rank=0] Before pipeline: alloc=1.0 GB\n").unwrap();
+        let pickle = dir.path().join("x.pickle");
+        std::fs::write(&pickle, b"\x80\x04\x95 binary").unwrap();
+        assert_eq!(looks(&log), Looks::Text);
+        assert_eq!(looks(&pickle), Looks::Pickle);
+        assert!(refuse_snapshots_as_logs(std::slice::from_ref(&log)).is_ok());
+        // Beside a log, a snapshot is the reader's to skip with a note.
+        assert!(refuse_snapshots_as_logs(&[log.clone(), pickle.clone()]).is_ok());
+        let err = refuse_snapshots_as_logs(std::slice::from_ref(&pickle)).unwrap_err();
+        assert!(
+            err.to_string().contains("a memory snapshot (a pickle)"),
+            "{err}"
+        );
+        assert!(refuse_logs_as_snapshots("PICKLE", std::slice::from_ref(&pickle)).is_ok());
+        let err = refuse_logs_as_snapshots("PICKLE", &[log]).unwrap_err();
+        assert!(err.to_string().contains("not a memory snapshot"), "{err}");
+        // A compressed snapshot is judged by its name.
+        let zst = dir.path().join("s.pickle.zst");
+        std::fs::write(&zst, b"\x28\xb5\x2f\xfd\x00").unwrap();
+        assert!(refuse_snapshots_as_logs(&[zst]).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::RepoArg;
+use super::args::{RepoArg, input_file};
 use super::{ExitStatus, Output};
 use memprints_codemod::check;
 
@@ -28,6 +28,13 @@ pub fn run(args: CheckArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     let findings = if args.files.is_empty() {
         check::tree(&args.repo.open()?)?
     } else {
+        for file in &args.files {
+            input_file(
+                "FILE",
+                file,
+                "pass Python files to check, e.g. pithtrain/modules/training.py, or none to check the six files `add` edits",
+            )?;
+        }
         check::files(&args.files)?
     };
     if findings.is_empty() {

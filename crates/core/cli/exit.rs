@@ -17,6 +17,32 @@ use std::process::ExitCode;
 
 use super::{Output, output};
 
+/// An error a user caused, with what to do about it: `error: <message>` then `hint: <hint>`.
+#[derive(Debug)]
+pub struct Hinted {
+    /// What went wrong, naming the option or argument it came from.
+    pub message: String,
+    /// What to do instead.
+    pub hint: String,
+}
+
+impl std::fmt::Display for Hinted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Hinted {}
+
+/// `error: <message>` and `hint: <hint>`, as an error a command returns.
+pub fn hinted(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
+    Hinted {
+        message: message.into(),
+        hint: hint.into(),
+    }
+    .into()
+}
+
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
@@ -59,10 +85,11 @@ impl ExitStatus {
 /// Says what stopped a command, on stderr, and how it ends:
 /// - a closed stdout anywhere in the chain (the report and snapshot commands write it
 ///   themselves): nothing is said, and it is a success;
-/// - stdout failing after the command changed the tree: `memprints: error: the tree was changed
+/// - stdout failing after the command changed the tree: `error: the tree was changed
 ///   (N files written), but writing the summary to stdout failed: …`, and [`ExitStatus::Unreported`];
-/// - a memprints bug ([`memprints_codemod::Error::Bug`]): `memprints: internal error: …`;
-/// - anything else: `memprints: error: …`, the error and its causes on one line.
+/// - a memprints bug ([`memprints_codemod::Error::Bug`]): `error: internal error: …`;
+/// - anything else: `error: …`, the error and its causes on one line, then `hint: …` on the
+///   next when the error carries one ([`Hinted`]).
 pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
     let closed_pipe = err.chain().any(|cause| {
         cause
@@ -73,8 +100,8 @@ pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
         return ExitStatus::Success;
     }
     if let (Some(files), Some(stdout)) = (out.files_written(), output::stdout_failure(err)) {
-        out.stderr(format_args!(
-            "memprints: error: the tree was changed ({}), but writing the summary to stdout failed: {stdout}\n",
+        out.error(format_args!(
+            "the tree was changed ({}), but writing the summary to stdout failed: {stdout}",
             match files {
                 1 => "1 file written".to_string(),
                 n => format!("{n} files written"),
@@ -89,12 +116,14 @@ pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
     });
     let message = one_line(err);
     if bug {
-        out.stderr(format_args!("memprints: internal error: {message}\n"));
-        ExitStatus::InternalError
-    } else {
-        out.stderr(format_args!("memprints: error: {message}\n"));
-        ExitStatus::Error
+        out.error(format_args!("internal error: {message}"));
+        return ExitStatus::InternalError;
     }
+    out.error(message);
+    if let Some(hinted) = err.chain().find_map(|c| c.downcast_ref::<Hinted>()) {
+        out.hint(&hinted.hint);
+    }
+    ExitStatus::Error
 }
 
 /// The error and its causes, `: `-separated, each cause once: one that an outer message already
@@ -132,8 +161,8 @@ pub fn report_panic(info: &std::panic::PanicHookInfo) {
         .map(|l| format!(" at {}:{}", l.file(), l.line()))
         .unwrap_or_default();
     let message = message.lines().next().unwrap_or_default().to_string();
-    Output::stdio().stderr(format_args!(
-        "memprints: internal error: {message}{place}; this is a memprints bug, please report it\n"
+    Output::stdio().error(format_args!(
+        "internal error: {message}{place}; this is a memprints bug, please report it"
     ));
 }
 
@@ -170,6 +199,17 @@ mod tests {
     }
 
     #[test]
+    fn a_hinted_error_says_what_to_do_on_the_next_line() {
+        let mut out = Output::memory();
+        let err = hinted("--config nope.json: no such file", "pass a config.json");
+        assert_eq!(report_error(&err, &mut out), ExitStatus::Error);
+        assert_eq!(
+            out.stderr_text(),
+            "error: --config nope.json: no such file\nhint: pass a config.json\n"
+        );
+    }
+
+    #[test]
     fn a_bug_is_told_apart_from_a_user_error_and_exits_differently() {
         let mut out = Output::memory();
         let bug = anyhow::Error::from(memprints_codemod::Error::bug(
@@ -185,12 +225,12 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(
-            lines[0].starts_with("memprints: internal error: a.py: overlapping edits"),
+            lines[0].starts_with("error: internal error: a.py: overlapping edits"),
             "{text}"
         );
         assert!(lines[0].contains("please report it"), "{text}");
         assert!(
-            lines[1].starts_with("memprints: error: /t: nothing to update"),
+            lines[1].starts_with("error: /t: nothing to update"),
             "{text}"
         );
         assert_ne!(ExitStatus::InternalError.code(), ExitStatus::Error.code());

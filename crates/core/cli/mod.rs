@@ -24,7 +24,7 @@ pub mod status;
 use clap::{Parser, Subcommand};
 
 pub use exit::ExitStatus;
-pub use output::Output;
+pub use output::{ColorChoice, Output};
 
 /// Memory prints for PithTrain, added exactly, taken out to the byte.
 ///
@@ -38,6 +38,12 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+    /// Colour: auto (a terminal, and NO_COLOR unset), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+    /// Never page a long answer (a --dry-run diff), even at a terminal.
+    #[arg(long, global = true)]
+    pub no_pager: bool,
 }
 
 /// Every command.
@@ -143,18 +149,40 @@ pub fn run(cli: Cli, out: &mut Output) -> anyhow::Result<ExitStatus> {
     }
 }
 
-/// Prints the unified diff of each replacement (`--dry-run`).
+/// Prints the unified diff of each replacement (`--dry-run`), coloured at a terminal and
+/// through the pager there.
 fn print_diffs(
     replacements: &[memprints_commit::Replacement],
     out: &mut Output,
 ) -> std::io::Result<()> {
+    use output::style;
     use std::io::Write;
+    out.start_pager();
     for r in replacements {
-        write!(
-            out,
-            "{}",
-            memprints_codemod::diff::unified(r.rel, r.expected, r.updated)
-        )?;
+        let diff = memprints_codemod::diff::unified(r.rel, r.expected, r.updated);
+        if !out.stdout_color() {
+            write!(out, "{diff}")?;
+            continue;
+        }
+        for line in diff.split_inclusive('\n') {
+            let (text, end) = match line.strip_suffix('\n') {
+                Some(text) => (text, "\n"),
+                None => (line, ""),
+            };
+            let style = if text.starts_with("+++") || text.starts_with("---") {
+                style::HEADER
+            } else if text.starts_with('+') {
+                style::ADDED
+            } else if text.starts_with('-') {
+                style::REMOVED
+            } else if text.starts_with("@@") {
+                style::HUNK
+            } else {
+                anstyle::Style::new()
+            };
+            let painted = out.paint(style, text);
+            write!(out, "{painted}{end}")?;
+        }
     }
     Ok(())
 }

@@ -11,8 +11,71 @@
 //!   the tree says so first ([`Output::wrote_files`]), so that such a failure is told as "the
 //!   tree was changed, the summary was lost" (exit code 3), not as a command that did nothing.
 //! - Writing stderr never fails a command: if stderr itself is gone there is nobody to tell.
+//!
+//! Style, the one styling layer (`anstyle`, what clap uses; `anstream` decides): messages on
+//! stderr start with a coloured `error:`, `warning:`, `hint:` or `note:`, and diffs are coloured
+//! (`+` green, `-` red, `@@` cyan), each stream only when it is a terminal, `NO_COLOR` is unset
+//! and `--color` is not `never` (`--color always` colours pipes too). A long answer (a
+//! `--dry-run` diff) goes through a pager at a terminal, like git's: `$PAGER`, else `less -FRX`;
+//! never into a pipe, nor with `--no-pager`.
 
 use std::io::{self, Write};
+use std::process::{Child, Command, Stdio};
+
+use anstyle::{AnsiColor, Style};
+
+/// When to colour (`--color`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// Colour a stream that is a terminal, unless `NO_COLOR` is set.
+    #[default]
+    Auto,
+    /// Always colour, also into pipes and files.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+impl ColorChoice {
+    /// Makes this the choice every stream of the process is coloured by.
+    pub fn apply(self) {
+        anstream::ColorChoice::write_global(match self {
+            ColorChoice::Auto => anstream::ColorChoice::Auto,
+            ColorChoice::Always => anstream::ColorChoice::Always,
+            ColorChoice::Never => anstream::ColorChoice::Never,
+        });
+    }
+
+    /// The choice the process runs under ([`Self::apply`]).
+    pub fn current() -> Self {
+        match anstream::ColorChoice::global() {
+            anstream::ColorChoice::Auto => ColorChoice::Auto,
+            anstream::ColorChoice::Never => ColorChoice::Never,
+            _ => ColorChoice::Always,
+        }
+    }
+}
+
+/// The styles of the prefixes and of diff lines.
+pub mod style {
+    use super::{AnsiColor, Style};
+    /// `error:`.
+    pub const ERROR: Style = AnsiColor::Red.on_default().bold();
+    /// `warning:`.
+    pub const WARNING: Style = AnsiColor::Yellow.on_default().bold();
+    /// `hint:`.
+    pub const HINT: Style = AnsiColor::Cyan.on_default().bold();
+    /// `note:`.
+    pub const NOTE: Style = Style::new().bold();
+    /// A diff's added line.
+    pub const ADDED: Style = AnsiColor::Green.on_default();
+    /// A diff's removed line.
+    pub const REMOVED: Style = AnsiColor::Red.on_default();
+    /// A diff's `@@` hunk header.
+    pub const HUNK: Style = AnsiColor::Cyan.on_default();
+    /// A diff's `---`/`+++` file header, and a summary's first words.
+    pub const HEADER: Style = Style::new().bold();
+}
 
 /// Where the command's text goes.
 pub struct Output {
@@ -20,6 +83,10 @@ pub struct Output {
     stderr: Sink,
     stdout_closed: bool,
     files_written: Option<usize>,
+    stdout_color: bool,
+    stderr_color: bool,
+    pager_allowed: bool,
+    pager: Option<Child>,
 }
 
 enum Sink {
@@ -38,6 +105,12 @@ impl Sink {
             Sink::Other(w) => w.as_mut(),
         }
     }
+}
+
+/// True when `stream` is coloured under the process's [`ColorChoice`] (a terminal, `NO_COLOR`,
+/// `CLICOLOR_FORCE`: anstream's rules).
+fn colours<S: anstream::stream::RawStream>(stream: &S) -> bool {
+    anstream::AutoStream::choice(stream) != anstream::ColorChoice::Never
 }
 
 /// A stdout write that failed for another reason than a closed pipe.
@@ -66,10 +139,14 @@ impl Output {
     /// The process's stdout and stderr.
     pub fn stdio() -> Self {
         Output {
+            stdout_color: colours(&io::stdout()),
+            stderr_color: colours(&io::stderr()),
             stdout: Sink::Stdout(io::stdout()),
             stderr: Sink::Stderr(io::stderr()),
             stdout_closed: false,
             files_written: None,
+            pager_allowed: true,
+            pager: None,
         }
     }
 
@@ -81,6 +158,10 @@ impl Output {
             stderr: Sink::Memory(Vec::new()),
             stdout_closed: false,
             files_written: None,
+            stdout_color: false,
+            stderr_color: false,
+            pager_allowed: false,
+            pager: None,
         }
     }
 
@@ -91,6 +172,10 @@ impl Output {
             stderr: Sink::Memory(Vec::new()),
             stdout_closed: false,
             files_written: None,
+            stdout_color: false,
+            stderr_color: false,
+            pager_allowed: false,
+            pager: None,
         }
     }
 
@@ -110,10 +195,11 @@ impl Output {
         }
     }
 
-    /// True when stdout is the process's own and a terminal (for `--color auto`).
+    /// True when stdout is the process's own and a terminal (for `--color auto`), or a pager
+    /// that shows on the terminal.
     pub fn stdout_is_terminal(&self) -> bool {
         use std::io::IsTerminal;
-        matches!(&self.stdout, Sink::Stdout(s) if s.is_terminal())
+        self.pager.is_some() || matches!(&self.stdout, Sink::Stdout(s) if s.is_terminal())
     }
 
     /// True once a reader closed stdout.
@@ -131,14 +217,90 @@ impl Output {
         self.files_written.filter(|&n| n > 0)
     }
 
-    /// `memprints: <line>` on stderr.
-    pub fn note(&mut self, line: impl std::fmt::Display) {
-        let _ = writeln!(self.stderr.writer(), "memprints: {line}");
+    /// True when what goes to stdout is coloured ([`Self::paint`] does it).
+    pub fn stdout_color(&self) -> bool {
+        self.stdout_color
     }
 
-    /// `memprints: warning: <line>` on stderr.
+    /// `text` in `style` when stdout is coloured, else as it is.
+    pub fn paint(&self, style: Style, text: impl std::fmt::Display) -> String {
+        if self.stdout_color {
+            format!("{style}{text}{style:#}")
+        } else {
+            text.to_string()
+        }
+    }
+
+    /// `<kind>: <line>` on stderr, the prefix in `style` when stderr is coloured.
+    fn prefixed(&mut self, kind: &str, style: Style, line: impl std::fmt::Display) {
+        let prefix = if self.stderr_color {
+            format!("{style}{kind}:{style:#}")
+        } else {
+            format!("{kind}:")
+        };
+        let _ = writeln!(self.stderr.writer(), "{prefix} {line}");
+    }
+
+    /// `error: <line>` on stderr.
+    pub fn error(&mut self, line: impl std::fmt::Display) {
+        self.prefixed("error", style::ERROR, line);
+    }
+
+    /// `warning: <line>` on stderr.
     pub fn warning(&mut self, line: impl std::fmt::Display) {
-        self.note(format_args!("warning: {line}"));
+        self.prefixed("warning", style::WARNING, line);
+    }
+
+    /// `hint: <line>` on stderr: what to do about the error or warning above it.
+    pub fn hint(&mut self, line: impl std::fmt::Display) {
+        self.prefixed("hint", style::HINT, line);
+    }
+
+    /// `note: <line>` on stderr.
+    pub fn note(&mut self, line: impl std::fmt::Display) {
+        self.prefixed("note", style::NOTE, line);
+    }
+
+    /// Lets [`Self::start_pager`] start one (`false` for `--no-pager`).
+    pub fn allow_pager(&mut self, allowed: bool) {
+        self.pager_allowed = allowed;
+    }
+
+    /// From here on, stdout goes through a pager, when stdout is a terminal and paging is
+    /// allowed: `$PAGER` (none when empty or `cat`), else `less -FRX`, which quits at once
+    /// when the text fits the screen. A pager that cannot start is no pager.
+    pub fn start_pager(&mut self) {
+        if !self.pager_allowed || self.pager.is_some() || !self.stdout_is_terminal() {
+            return;
+        }
+        let pager = std::env::var("PAGER").unwrap_or_else(|_| "less -FRX".into());
+        if pager.trim().is_empty() || pager.trim() == "cat" {
+            return;
+        }
+        let child = Command::new("sh")
+            .args(["-c", &pager])
+            .env(
+                "LESS",
+                std::env::var("LESS").unwrap_or_else(|_| "FRX".into()),
+            )
+            .stdin(Stdio::piped())
+            .spawn();
+        if let Ok(mut child) = child
+            && let Some(stdin) = child.stdin.take()
+        {
+            let _ = io::stdout().flush();
+            self.stdout = Sink::Other(Box::new(stdin));
+            self.pager = Some(child);
+        }
+    }
+
+    /// Closes the pager's input and waits for the user to quit it; nothing without a pager.
+    pub fn finish(&mut self) {
+        if let Some(mut child) = self.pager.take() {
+            let _ = self.stdout.writer().flush();
+            self.stdout = Sink::Memory(Vec::new());
+            let _ = child.wait();
+        }
     }
 
     /// `text` on stderr as it is.
@@ -225,15 +387,29 @@ mod tests {
     }
 
     #[test]
-    fn notes_and_warnings_go_to_stderr_with_the_program_name() {
+    fn notes_warnings_errors_and_hints_go_to_stderr_with_their_kind() {
         let mut out = Output::memory();
         writeln!(out, "answer").unwrap();
-        out.note("note: took over a stale lock");
+        out.note("took over a stale lock");
         out.warning("detail layer 1 will print nowhere");
+        out.error("no such file");
+        out.hint("pass --config PATH");
         assert_eq!(out.stdout_text(), "answer\n");
         assert_eq!(
             out.stderr_text(),
-            "memprints: note: took over a stale lock\nmemprints: warning: detail layer 1 will print nowhere\n"
+            "note: took over a stale lock\nwarning: detail layer 1 will print nowhere\n\
+             error: no such file\nhint: pass --config PATH\n"
         );
+    }
+
+    #[test]
+    fn colour_wraps_only_what_it_styles_and_never_a_memory_output() {
+        let mut out = Output::memory();
+        assert_eq!(out.paint(style::ADDED, "+x"), "+x");
+        out.stdout_color = true;
+        out.stderr_color = true;
+        assert_eq!(out.paint(style::ADDED, "+x"), "\x1b[32m+x\x1b[0m");
+        out.error("bad");
+        assert_eq!(out.stderr_text(), "\x1b[1m\x1b[31merror:\x1b[0m bad\n");
     }
 }

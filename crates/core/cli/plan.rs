@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use super::args::{ParallelArgs, RepoArg, index_list};
+use super::args::{ParallelArgs, RepoArg, index_list, input_file, warn_missing_ranks};
 use super::{ExitStatus, Output};
 use memprints_codemod::params;
 use memprints_codemod::pithtrain::placement::Parallel;
@@ -17,13 +17,13 @@ use memprints_codemod::printing::{self, Layout, LayoutSource, Placement};
 /// `plan`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub struct PlanArgs {
-    /// Model name, e.g. deepseek-v2.
+    /// Model name, e.g. deepseek-v2, or an example variant, e.g. deepseek-v2-lite.
     pub model: String,
     /// Detail layers to check [default: as `add` picks them].
     #[arg(long, value_name = "LIST")]
     pub detail_layers: Option<String>,
     /// Ranks to check.
-    #[arg(long, value_name = "LIST", default_value = "0")]
+    #[arg(long, value_name = "LIST", default_value = params::defaults::RANKS)]
     pub ranks: String,
     /// Hugging Face config.json [default: the example config of the model's model_type].
     #[arg(long, value_name = "PATH")]
@@ -41,15 +41,25 @@ pub struct PlanArgs {
 
 /// Runs `plan`.
 pub fn run(args: PlanArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
-    let repo = args.repo.open()?;
     let ranks = params::parse_index_list("--ranks", &args.ranks)?;
     let explicit = index_list(args.detail_layers.as_deref(), "--detail-layers")?;
+    if let Some(config) = &args.config {
+        input_file("--config", config, super::add::CONFIG_HINT)?;
+    }
+    let repo = args.repo.open()?;
+    let model = repo.resolve_model(&args.model)?;
+    if let Some((variant, model_type)) = &model.from_variant {
+        out.note(format_args!(
+            "{variant} is an example variant: its config.json says model_type \"{model_type}\", so the model is {}",
+            model.name
+        ));
+    }
     let (detail_layers, _, moe) =
-        memprints_codemod::detail_layers(&repo, &args.model, explicit, args.config.clone())?;
+        memprints_codemod::detail_layers(&repo, &model, explicit, args.config.clone())?;
     let moe = moe.context("no config found: pass --config PATH")?;
     let layout = printing::layout(
         &repo,
-        &args.model,
+        &model,
         args.parallel.resolve()?,
         args.parallel.script.as_deref(),
         args.parallel.world,
@@ -63,7 +73,8 @@ pub fn run(args: PlanArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         };
         Layout::new(one, LayoutSource::Assumed, None)
     });
-    let placement = Placement::new(&args.model, &moe, layout, &detail_layers, &ranks)?;
+    warn_missing_ranks(&ranks, Some(layout.world), out);
+    let placement = Placement::new(&model.name, &moe, layout, &detail_layers, &ranks)?;
     if args.json {
         // Through a `Value`, so the keys come out sorted as they always have.
         let json = serde_json::to_value(&placement)?;

@@ -3,8 +3,10 @@
 //! one [`Output`].
 //!
 //! Contract: exit 0 on success (also when the logs hold no memory prints, which is noted on
-//! stderr, and when `--estimate` could not run the estimator, which the report notes);
-//! unreadable inputs, an `--out` that is, links to or lies inside anything read (logs, snapshots
+//! stderr); exit 2 when `--estimate` could not run the estimator: the report is written all the
+//! same, with the reason inside it and as a `warning:` on stderr; a `--rank` the logs have no
+//! prints of is an error naming the ranks they have (a warning when other ranks given are
+//! there); inputs that are all memory snapshots are an error pointing to `snapshot`; unreadable inputs, an `--out` that is, links to or lies inside anything read (logs, snapshots
 //! given or found beside the log, the estimator's model config) and unwritable outputs are
 //! errors.
 
@@ -16,8 +18,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::ValueEnum;
 
-use super::args::check_out_not_input;
-use super::{ExitStatus, Output};
+use super::args::{check_out_not_input, refuse_snapshots_as_logs, size};
+use super::{ColorChoice, ExitStatus, Output};
 use memprints_estimate::{Overrides, Tolerance};
 use memprints_log::diff::Side;
 use memprints_log::estimate::EstimateOptions;
@@ -108,10 +110,6 @@ pub struct ReportArgs {
     #[arg(long)]
     pub wide: bool,
 
-    /// Colour the text report: auto (a terminal and no NO_COLOR), always, never.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
-    pub color: ColorChoice,
-
     /// Predict each rank's steady-state peak at another setting, KEY=VALUE; repeat for several.
     /// KEY: sequence-length, micro-batch-size, global-batch-size, pipeline-parallel-size (pp),
     /// expert-parallel-size (ep), context-parallel-size (cp). The other settings are the log's.
@@ -152,19 +150,19 @@ pub struct ReportArgs {
     pub global_batch_size: Option<u32>,
 
     /// Pipeline parallel size (default: the log's config line).
-    #[arg(long, value_name = "N", requires = "estimate")]
+    #[arg(long, value_name = "N", requires = "estimate", value_parser = size())]
     pub pp: Option<u32>,
 
     /// Expert parallel size (default: the log's config line).
-    #[arg(long, value_name = "N", requires = "estimate")]
+    #[arg(long, value_name = "N", requires = "estimate", value_parser = size())]
     pub ep: Option<u32>,
 
     /// Context parallel size (default: the log's config line).
-    #[arg(long, value_name = "N", requires = "estimate")]
+    #[arg(long, value_name = "N", requires = "estimate", value_parser = size())]
     pub cp: Option<u32>,
 
     /// GPUs in the run (default: pp × ep × cp, no data parallelism; the log does not say).
-    #[arg(long, value_name = "N", requires = "estimate")]
+    #[arg(long, value_name = "N", requires = "estimate", value_parser = size())]
     pub world: Option<u32>,
 
     /// The Python 3 that runs the estimator.
@@ -290,22 +288,12 @@ fn files_read(report: &memprints_log::Report) -> Vec<PathBuf> {
     logs.chain(snapshots).chain(configs).collect()
 }
 
-/// When the text report uses colour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ColorChoice {
-    /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty.
-    Auto,
-    /// Always colour.
-    Always,
-    /// Never colour.
-    Never,
-}
-
 /// Runs `report` or `report diff`.
 pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     if let Some(ReportCommand::Diff(diff)) = &args.command {
         return run_diff(diff, out);
     }
+    refuse_snapshots_as_logs(&args.inputs)?;
     if let Some(path) = &args.out {
         let named = args
             .inputs
@@ -340,7 +328,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     };
     let report = run_report(&args.inputs, &opts)?;
     for note in &report.notes {
-        out.note(format_args!("note: {}", present::input_note(note)));
+        out.note(present::input_note(note));
     }
     if let Some(path) = &args.out {
         // The logs name snapshots and a model config of their own: none may be written over.
@@ -351,15 +339,21 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
             "no memory prints ([rank=…]) found in {} line(s); was the run instrumented?",
             report.stats.lines_read
         ));
+    } else {
+        check_ranks_found(&args, &report, out)?;
     }
-    let color = match args.color {
+    let estimate_failed = report
+        .runs
+        .iter()
+        .filter_map(|run| run.estimate.as_ref()?.error.as_ref())
+        .inspect(|why| out.warning(format_args!("--estimate: {why}")))
+        .count()
+        > 0;
+    // The global --color: `always` colours an --out file too.
+    let color = match ColorChoice::current() {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            args.out.is_none()
-                && out.stdout_is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        }
+        ColorChoice::Auto => args.out.is_none() && out.stdout_color(),
     };
     // Indented JSON for a person at a terminal; one line for a file or a pipe (`jq .`
     // indents it).
@@ -382,7 +376,63 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
             .with_context(|| format!("cannot write the report to {}", path.display()))?,
         None => write(out)?,
     }
-    Ok(ExitStatus::Success)
+    Ok(if estimate_failed {
+        ExitStatus::Partial
+    } else {
+        ExitStatus::Success
+    })
+}
+
+/// A `--rank` the logs have no prints of: an error naming the ranks they have when none of the
+/// ranks given is there, else a warning.
+fn check_ranks_found(
+    args: &ReportArgs,
+    report: &memprints_log::Report,
+    out: &mut Output,
+) -> anyhow::Result<()> {
+    let found: std::collections::BTreeSet<u32> = report
+        .runs
+        .iter()
+        .flat_map(|run| run.ranks.iter().map(|r| r.rank))
+        .collect();
+    let absent: Vec<String> = args
+        .ranks
+        .iter()
+        .filter(|r| !found.contains(r))
+        .map(u32::to_string)
+        .collect();
+    if absent.is_empty() {
+        return Ok(());
+    }
+    // The ranks the logs have: read again without the filter (only on this error's path).
+    let all = run_report(&args.inputs, &ReportOptions::default())?;
+    let there: std::collections::BTreeSet<u32> = all
+        .runs
+        .iter()
+        .flat_map(|run| run.ranks.iter().map(|r| r.rank))
+        .collect();
+    let there = there
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let message = format!(
+        "--rank {}: the logs hold no memory prints of {}",
+        absent.join(","),
+        if absent.len() == 1 {
+            "that rank"
+        } else {
+            "those ranks"
+        }
+    );
+    if found.is_empty() {
+        return Err(super::exit::hinted(
+            message,
+            format!("the logs hold prints of ranks {there}; pass one of them, or leave --rank out"),
+        ));
+    }
+    out.warning(format_args!("{message}; they hold ranks {there}"));
+    Ok(())
 }
 
 /// The columns of the terminal on stdout, if it is one and says.

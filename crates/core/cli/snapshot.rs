@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::args::check_out_not_input;
+use super::args::{check_out_not_input, refuse_logs_as_snapshots};
 use super::{ExitStatus, Output};
 use memprints_present::snapshot as render;
 use memprints_snapshot::{
@@ -109,11 +109,14 @@ pub enum Format {
 pub fn run(args: SnapshotArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
     match &args.command {
         Some(SnapshotCommand::Diff { a, b, output, .. }) => {
+            refuse_logs_as_snapshots("A", std::slice::from_ref(a))?;
+            refuse_logs_as_snapshots("B", std::slice::from_ref(b))?;
             if let Some(path) = &output.out {
                 check_out_not_input(path, &[a.clone(), b.clone()])?;
             }
         }
         None => {
+            refuse_logs_as_snapshots("PICKLE", &args.inputs)?;
             if let Some(path) = &args.output.out {
                 check_out_not_input(path, &args.inputs)?;
             }
@@ -171,7 +174,7 @@ fn execute(args: SnapshotArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
         );
     }
     for e in &errors {
-        out.stderr(format_args!("error: {}\n", e.error));
+        out.error(&e.error);
     }
     let wanted = &args.output;
     let text = match wanted.format {

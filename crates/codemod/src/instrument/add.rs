@@ -14,6 +14,7 @@ use crate::pithtrain::{PerTarget, Repo, Target};
 use memprints_python::PySource;
 use memprints_python::edit::FileEdits;
 use memprints_python::edit::format::FormatSettings;
+use std::sync::Arc;
 
 /// What one group put where, for the summary.
 #[derive(Debug, Clone)]
@@ -91,7 +92,7 @@ pub fn plan_sources(
     settings: &FormatSettings,
     model: &str,
     params: &Params,
-    sources: &PerTarget<PySource>,
+    sources: &PerTarget<Arc<PySource>>,
 ) -> Result<AddPlan> {
     let mut files = plan_files(settings, params, sources).into_iter();
     Ok(AddPlan {
@@ -106,7 +107,7 @@ pub fn plan_sources(
 pub fn plan_files(
     settings: &FormatSettings,
     params: &Params,
-    sources: &PerTarget<PySource>,
+    sources: &PerTarget<Arc<PySource>>,
 ) -> PerTarget<Result<FileChange>> {
     let results: Vec<Result<FileChange>> = std::thread::scope(|scope| {
         let handles: Vec<_> = sources

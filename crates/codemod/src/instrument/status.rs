@@ -9,6 +9,8 @@
 //! the lines, never `complete`. A target file that cannot be read (or is not UTF-8) is an error;
 //! one that does not exist is named `missing`.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use super::verify::{self, FileCheck, Verdict};
@@ -139,11 +141,7 @@ fn read_text(repo: &Repo, rel: &str) -> Result<Option<String>> {
 /// The values `add` uses when none can be read back (they change nothing in a file that holds
 /// none of them).
 fn default_params() -> Params {
-    Params {
-        ranks: vec![0],
-        detail_layers: vec![0, 1],
-        snapshot_dir: "/tmp".into(),
-    }
+    Params::defaults()
 }
 
 /// Reads the instrumentation state of `repo`.
@@ -174,19 +172,17 @@ pub fn scan(repo: &Repo) -> Result<Status> {
             ),
         }
     }
-    let parsed: Vec<Option<PySource>> = files
+    // Through the checkout, so a file `add` parses anyway is parsed once.
+    let parsed: Vec<Option<Arc<PySource>>> = files
         .iter()
-        .map(|(_, rel, text)| {
-            text.as_ref()
-                .and_then(|text| PySource::parse(rel.clone(), text.clone()).ok())
-        })
+        .map(|(_, rel, text)| text.as_ref().and_then(|_| repo.read(rel).ok()))
         .collect();
     let by_target: PerTarget<Option<&PySource>> = PerTarget::from_fn(|target| {
         files
             .iter()
             .zip(&parsed)
             .find(|((t, _, _), _)| *t == target)
-            .and_then(|(_, src)| src.as_ref())
+            .and_then(|(_, src)| src.as_deref())
     });
     let vocabulary = Vocabulary::get();
     let list = |placeholder: &str| {
@@ -207,7 +203,14 @@ pub fn scan(repo: &Repo) -> Result<Status> {
         .iter()
         .zip(&parsed)
         .map(|((target, rel, text), src)| {
-            file_status(repo, *target, rel, text.as_deref(), src.as_ref(), &fallback)
+            file_status(
+                repo,
+                *target,
+                rel,
+                text.as_deref(),
+                src.as_deref(),
+                &fallback,
+            )
         })
         .collect();
     debug_assert!(statuses.iter().map(|f| f.groups.len()).sum::<usize>() >= GROUPS.len());
@@ -255,7 +258,7 @@ pub fn scan(repo: &Repo) -> Result<Status> {
 /// For each value read back, the files that hold memprints' code and disagree on it.
 fn inconsistencies(
     files: &[(Target, String, Option<String>)],
-    parsed: &[Option<PySource>],
+    parsed: &[Option<Arc<PySource>>],
     statuses: &[FileStatus],
 ) -> Vec<String> {
     let vocabulary = Vocabulary::get();

@@ -9,7 +9,9 @@ pub mod target;
 
 pub use target::{PerTarget, Target};
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use memprints_python::edit::format::FormatSettings;
@@ -47,12 +49,44 @@ fn checkout_of_package(dir: &Path) -> Option<PathBuf> {
     (is_package && names_pithtrain(&parent.join("pyproject.toml"))).then(|| parent.to_path_buf())
 }
 
-/// A PithTrain checkout and its formatter settings.
+/// The folder of the example variants (`<variant>/config.json`, `<variant>/script.py`) that
+/// `examples/pretrain_lm/launch.sh <variant>` trains.
+pub const EXAMPLES_DIR: &str = "examples/pretrain_lm";
+
+/// A PithTrain checkout and its formatter settings: opened once per command and passed on, so
+/// each of its files is parsed once however many steps read it.
 pub struct Repo {
     /// The checkout's root folder.
     pub root: PathBuf,
     /// Its `[tool.ruff]` formatter settings.
     pub settings: FormatSettings,
+    /// Files parsed so far, by path; an entry is used only while the file's text is unchanged,
+    /// so a command that writes and reads again (the demo) sees its own writes.
+    parsed: Mutex<HashMap<String, Arc<PySource>>>,
+}
+
+/// A model resolved once to its file: what a command keeps instead of the name it was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelRef {
+    /// The model's name as PithTrain's files spell it with `-`: `qwen3-moe`.
+    pub name: String,
+    /// Its file, relative to the root: `pithtrain/models/qwen3_moe.py`.
+    pub file: String,
+    /// Its example variant's folder (`examples/pretrain_lm/qwen3-30b-a3b`, absolute), when it
+    /// has one: the variant named on the command line, else the first whose config.json's
+    /// `model_type` the model serves.
+    pub example: Option<PathBuf>,
+    /// The example variant the user named instead of the model, with the `model_type` that
+    /// mapped it.
+    pub from_variant: Option<(String, String)>,
+}
+
+impl ModelRef {
+    /// The example variant's name (`qwen3-30b-a3b`): what `launch.sh` takes and names the
+    /// log after.
+    pub fn variant(&self) -> Option<&str> {
+        self.example.as_deref()?.file_name()?.to_str()
+    }
 }
 
 impl Repo {
@@ -85,14 +119,75 @@ impl Repo {
         } else {
             FormatSettings::default()
         };
-        Ok(Repo { root, settings })
+        Ok(Repo {
+            root,
+            settings,
+            parsed: Mutex::default(),
+        })
     }
 
-    /// Reads and parses `rel` (a path relative to the root).
-    pub fn read(&self, rel: &str) -> Result<PySource> {
+    /// Reads and parses `rel` (a path relative to the root); a file whose text is as it was
+    /// when last parsed is not parsed again.
+    pub fn read(&self, rel: &str) -> Result<Arc<PySource>> {
         let path = self.root.join(rel);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        Ok(PySource::parse(rel, text)?)
+        let cached = self
+            .parsed
+            .lock()
+            .expect("the parse cache")
+            .get(rel)
+            .cloned();
+        if let Some(src) = cached.filter(|src| src.text == text) {
+            return Ok(src);
+        }
+        let src = Arc::new(PySource::parse(rel, text)?);
+        self.parsed
+            .lock()
+            .expect("the parse cache")
+            .insert(rel.to_string(), src.clone());
+        Ok(src)
+    }
+
+    /// Resolves what the user typed to a model: a model name (`qwen3-moe`, the file
+    /// `pithtrain/models/qwen3_moe.py`), or an example variant (`qwen3-30b-a3b`, the folder
+    /// `examples/pretrain_lm/qwen3-30b-a3b/`), mapped to the model that serves its config.json's
+    /// `model_type`.
+    pub fn resolve_model(&self, name: &str) -> Result<ModelRef> {
+        let unknown = match self.model_file(name) {
+            Ok(file) => {
+                let module = name.replace('-', "_");
+                let example = self
+                    .read(TRAINING)
+                    .ok()
+                    .and_then(|training| moe_rule::example_config(&self.root, &training, &module))
+                    .and_then(|config| config.parent().map(Path::to_path_buf));
+                return Ok(ModelRef {
+                    name: name.to_string(),
+                    file,
+                    example,
+                    from_variant: None,
+                });
+            }
+            Err(err @ Error::UnknownModel { .. }) => err,
+            Err(err) => return Err(err),
+        };
+        let example = self.root.join(EXAMPLES_DIR).join(name);
+        let Some(model_type) = moe_rule::model_type(&example.join("config.json")) else {
+            return Err(unknown);
+        };
+        let training = self.read(TRAINING)?;
+        let model = self.models().into_iter().find(|model| {
+            moe_rule::model_types(&training, &model.replace('-', "_")).contains(&model_type)
+        });
+        match model {
+            Some(model) => Ok(ModelRef {
+                file: self.model_file(&model)?,
+                name: model,
+                example: Some(example),
+                from_variant: Some((name.to_string(), model_type)),
+            }),
+            None => Err(unknown),
+        }
     }
 
     /// The six paths an instrumentation of `model` edits.
@@ -104,7 +199,7 @@ impl Repo {
     }
 
     /// Reads and parses the six files an instrumentation of `model` edits.
-    pub fn read_targets(&self, model: &str) -> Result<PerTarget<PySource>> {
+    pub fn read_targets(&self, model: &str) -> Result<PerTarget<Arc<PySource>>> {
         let paths = self.target_paths(model)?;
         PerTarget::try_from_fn(|target| self.read(&paths[target]))
     }
@@ -258,5 +353,39 @@ mod tests {
     fn unknown_plain_names_list_the_models_there_are() {
         let err = fixture().model_file("nope").unwrap_err().to_string();
         assert!(err.contains("models in this tree: biased-moe"), "{err}");
+    }
+
+    #[test]
+    fn an_example_variant_resolves_to_the_model_of_its_model_type() {
+        let repo = fixture();
+        let model = repo.resolve_model("tiny").unwrap();
+        assert_eq!(model.name, "tiny-moe");
+        assert_eq!(model.file, "pithtrain/models/tiny_moe.py");
+        assert_eq!(model.variant(), Some("tiny"));
+        assert_eq!(
+            model.from_variant,
+            Some(("tiny".to_string(), "tiny_moe".to_string()))
+        );
+        let direct = repo.resolve_model("tiny-moe").unwrap();
+        assert_eq!(
+            (direct.variant(), direct.from_variant.clone()),
+            (Some("tiny"), None)
+        );
+        assert!(matches!(
+            repo.resolve_model("nope"),
+            Err(Error::UnknownModel { .. })
+        ));
+    }
+
+    #[test]
+    fn a_file_is_parsed_again_only_when_its_text_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("pithtrain")).unwrap();
+        std::fs::write(dir.path().join("pithtrain/a.py"), "x = 1\n").unwrap();
+        let repo = Repo::locate(Some(dir.path())).unwrap();
+        let first = repo.read("pithtrain/a.py").unwrap();
+        assert!(Arc::ptr_eq(&first, &repo.read("pithtrain/a.py").unwrap()));
+        std::fs::write(dir.path().join("pithtrain/a.py"), "x = 2\n").unwrap();
+        assert_eq!(repo.read("pithtrain/a.py").unwrap().text, "x = 2\n");
     }
 }

@@ -357,6 +357,29 @@ fn collect_model_types(src: &PySource, body: &[Stmt], classes: &[&str], out: &mu
 /// The `examples/pretrain_lm/*/config.json` for a model module: `setup_model` in `training.py`
 /// maps each `model_type` to a model class, and its imports name the module.
 pub fn example_config(root: &Path, training: &PySource, module: &str) -> Option<PathBuf> {
+    let model_types = model_types(training, module);
+    let mut configs: Vec<PathBuf> = std::fs::read_dir(root.join("examples/pretrain_lm"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("config.json"))
+        .filter(|p| p.is_file())
+        .collect();
+    configs.sort();
+    configs
+        .into_iter()
+        .find(|path| model_type(path).is_some_and(|t| model_types.contains(&t)))
+}
+
+/// The `model_type` of a Hugging Face config.json, when it is readable and has one.
+pub fn model_type(config: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(config).ok()?;
+    let config = serde_json::from_str::<Json>(&text).ok()?;
+    Some(config.get("model_type")?.as_str()?.to_string())
+}
+
+/// The `model_type`s that `setup_model` in training.py builds the model of
+/// `pithtrain/models/<module>.py` for.
+pub fn model_types(training: &PySource, module: &str) -> Vec<String> {
     let prefix = format!("pithtrain.models.{module}");
     let classes: Vec<&str> = training
         .module
@@ -381,22 +404,5 @@ pub fn example_config(root: &Path, training: &PySource, module: &str) -> Option<
     if let Some(setup) = find::function(&training.module.body, "setup_model") {
         collect_model_types(training, &setup.body, &classes, &mut model_types);
     }
-    let mut configs: Vec<PathBuf> = std::fs::read_dir(root.join("examples/pretrain_lm"))
-        .ok()?
-        .flatten()
-        .map(|e| e.path().join("config.json"))
-        .filter(|p| p.is_file())
-        .collect();
-    configs.sort();
-    configs.into_iter().find(|path| {
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Json>(&t).ok())
-            .and_then(|c| {
-                c.get("model_type")
-                    .and_then(Json::as_str)
-                    .map(str::to_string)
-            })
-            .is_some_and(|t| model_types.contains(&t))
-    })
+    model_types
 }
