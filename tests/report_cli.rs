@@ -777,3 +777,39 @@ fn a_one_rank_run_puts_no_gap_down_to_another_rank() {
     assert!(!text.contains("another rank"), "{text}");
     assert!(!text.contains("train_step on every rank"), "{text}");
 }
+
+/// The summary leads with how the run ended, whether it fits and what to change: a run that
+/// died of an exception says so in its first line, a capacity given says fits, tight or out
+/// of memory, and the ranked changes follow the owners.
+#[test]
+fn the_summary_says_how_a_run_ended_whether_it_fits_and_what_to_change() {
+    let out = memprints()
+        .args([
+            "report",
+            "tests/data/crash/qwen3-tiny-dataset-too-small.log",
+        ])
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let head: Vec<&str> = text.lines().take(15).collect();
+    assert!(
+        head.iter()
+            .any(|l| l.contains("status   died on rank 0 of RuntimeError")),
+        "{text}"
+    );
+    let out = memprints()
+        .args(["report", "tests/data/e2e/qwen3-tiny-pp1-instr.log"])
+        .args(["--gpu-memory", "139.81"])
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let head = text.lines().take(15).collect::<Vec<_>>().join("\n");
+    assert!(
+        head.contains("capacity fits; 138.34 GiB free of 139.81 GiB (--gpu-memory)"),
+        "{head}"
+    );
+    assert!(
+        head.contains("actions  double the pipeline stages (1 → 2) saves 0.09 GiB"),
+        "{head}"
+    );
+}

@@ -144,7 +144,7 @@ fn a_tiny_budget_refuses_even_a_small_snapshot_and_bad_sizes_are_usage_errors() 
     assert_eq!(code, Some(1), "{stderr}");
     assert_eq!(
         stderr.trim_end(),
-        "memprints: error: tests/data/snapshot/basic_p4.pickle: reading it needs more than 64 KiB (--max-memory): before the first byte (the decompressor alone takes 0 bytes)"
+        "error: tests/data/snapshot/basic_p4.pickle: reading it needs more than 64 KiB (--max-memory): before the first byte (the decompressor alone takes 0 bytes)"
     );
     let (code, stderr, _) = run_measured(&["snapshot", "--max-memory", "lots", "x.pickle"]);
     assert_eq!(code, Some(2), "{stderr}");

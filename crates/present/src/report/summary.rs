@@ -8,15 +8,15 @@
 //! renderer wraps a longer one and keeps the whole summary within [`MAX_LINES`] lines.
 //!
 //! A topic is one function from the run to its line: a new topic is a [`Topic`] variant, its
-//! name, and an arm of [`line`]. [`Topic::Capacity`] and [`Topic::Actions`] are the slots for the
-//! GPU's capacity (fits, tight, out of memory, the headroom) and the ranked list of what to
-//! change, which the model does not hold yet.
+//! name, and an arm of [`line`]. [`Topic::Capacity`] says whether the tightest rank fits its GPU
+//! (with the headroom), [`Topic::Actions`] the first of the ranked changes that would lower the
+//! worst rank's peak (the what-if engine's predictions).
 
 use std::fmt::Write;
 
 use crate::escape;
 use crate::numbers::{gib, plural};
-use memprints_log::schema::{Breakdown, Run};
+use memprints_log::schema::{Breakdown, CapacityFrom, FitStatus, Run};
 
 /// The most lines the text renderer gives the summary, the title's two included, so that the
 /// summary is the report's first screen.
@@ -72,12 +72,12 @@ impl Topic {
     /// Every topic, in the order the lines are shown.
     pub const ALL: [Topic; 7] = [
         Topic::Status,
+        Topic::Capacity,
         Topic::Peak,
         Topic::Owners,
+        Topic::Actions,
         Topic::Stages,
         Topic::Steps,
-        Topic::Capacity,
-        Topic::Actions,
     ];
 
     /// The short name a line is shown under (at most [`Topic::WIDTH`] characters).
@@ -127,7 +127,8 @@ fn line(topic: Topic, run: &Run) -> Option<String> {
         Topic::Stages => stages(run),
         Topic::Steps => steps(run),
         // The model knows neither the GPU's capacity nor what to change yet.
-        Topic::Capacity | Topic::Actions => None,
+        Topic::Capacity => Some(capacity(run)),
+        Topic::Actions => actions(run),
     }
 }
 
@@ -158,6 +159,18 @@ fn status(run: &Run) -> String {
         }
         (None, None) => "no step lines logged, no out-of-memory error".to_owned(),
     };
+    // A run that died of another exception says so first: its peak is a lower bound.
+    if let Some(crash) = run.crash.as_ref().filter(|c| !c.out_of_memory) {
+        let exception: String = crash.exception.chars().take(60).collect();
+        text = match crash.rank {
+            Some(rank) => format!("died on rank {rank} of {exception}"),
+            None => format!("died of {exception}"),
+        };
+        if let Some(step) = crash.stopped_at.last_step {
+            text += &format!(" after step {step}");
+        }
+        text += " (its peak is a lower bound)";
+    }
     let s = &run.stats;
     if run.ranks.is_empty() {
         text += "; no memory prints";
@@ -172,6 +185,61 @@ fn status(run: &Run) -> String {
         text += &format!(", {} unparsed", s.unparsed_memory_lines);
     }
     text
+}
+
+/// The tightest rank's fit: its status, headroom and capacity; or how to give the capacity.
+fn capacity(run: &Run) -> String {
+    let tightest = run
+        .ranks
+        .iter()
+        .filter_map(|r| Some((r, r.capacity.as_ref()?, r.headroom_bytes?)))
+        .min_by_key(|(r, _, headroom)| (*headroom, r.rank));
+    let Some((rank, capacity, headroom)) = tightest else {
+        return "not known: pass --gpu-memory GIB (e.g. 139.81 for an H200)".to_string();
+    };
+    let status = match rank.status {
+        Some(FitStatus::Fits) => "fits",
+        Some(FitStatus::Tight) => "tight (under 5 % free)",
+        Some(FitStatus::OutOfMemory) => "out of memory",
+        None => "not known",
+    };
+    let from = match capacity.from {
+        CapacityFrom::OomMessage => "from the OOM message",
+        CapacityFrom::Flag => "--gpu-memory",
+        CapacityFrom::Prints => "from the prints",
+    };
+    let whose = if run.ranks.len() > 1 {
+        format!("rank {}, the tightest: ", rank.rank)
+    } else {
+        String::new()
+    };
+    format!(
+        "{whose}{status}; {} GiB free of {} GiB ({from})",
+        gib(headroom),
+        gib(capacity.bytes)
+    )
+}
+
+/// The first two of the ranked changes, with what each saves on the worst rank.
+fn actions(run: &Run) -> Option<String> {
+    let change = run.what_to_change.as_ref()?;
+    let top: Vec<String> = change
+        .actions
+        .iter()
+        .take(2)
+        .map(|a| {
+            format!(
+                "{} saves {} GiB ({})",
+                a.action,
+                gib(a.saves_bytes),
+                a.setting
+            )
+        })
+        .collect();
+    if top.is_empty() {
+        return Some("no change memprints can compute would lower the peak".to_string());
+    }
+    Some(format!("{} (predicted)", top.join("; ")))
 }
 
 fn peak(run: &Run) -> Option<String> {
