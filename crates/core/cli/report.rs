@@ -22,7 +22,7 @@ use super::args::{check_out_not_input, refuse_snapshots_as_logs, size};
 use super::{ColorChoice, ExitStatus, Output};
 use memprints_estimate::{Overrides, Tolerance};
 use memprints_log::diff::Side;
-use memprints_log::estimate::EstimateOptions;
+use memprints_log::estimate_section::EstimateOptions;
 use memprints_log::whatif::Change;
 use memprints_log::{ReportOptions, run_report};
 use memprints_present::report::{self as present, render, render_text, write_json};

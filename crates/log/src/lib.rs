@@ -5,14 +5,14 @@
 //! [`parse`] and [`step_and_oom`] (one print or one line → what it says) ← [`scan`] (the
 //! engine: a [`scan::Scanner`] finds the lines worth reading and hands them to a
 //! [`scan::Sink`]) ← [`fold`] (the sink that folds them into runs and ranks) ← [`joined`] (the
-//! prints beside PithTrain's step peaks and the memory snapshots), [`estimate`] (PithTrain's
+//! prints beside PithTrain's step peaks and the memory snapshots), [`estimate_section`] (PithTrain's
 //! estimator beside the prints, with `--estimate`). [`walk`] says which files an input names.
 //! [`run_report`] is the library entry point; rendering is `memprints-present`'s.
 
 pub mod crash;
 pub mod diff;
 pub mod error;
-pub mod estimate;
+pub mod estimate_section;
 pub mod fold;
 pub mod headroom;
 pub mod joined;
@@ -42,7 +42,7 @@ pub struct ReportOptions {
     /// of those the logs name.
     pub snapshots: Vec<PathBuf>,
     /// Run PithTrain's memory estimator and set it beside the prints (`--estimate`).
-    pub estimate: Option<estimate::EstimateOptions>,
+    pub estimate: Option<estimate_section::EstimateOptions>,
     /// The memory budget of reading each snapshot (`--max-memory`); 1 GiB when `None`.
     pub max_memory: Option<u64>,
     /// Predict each rank's steady-state peak at these settings (`--what-if`).
@@ -54,7 +54,7 @@ pub struct ReportOptions {
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
 /// stream cut into runs ([`runs`]; several files are scanned on all cores by [`many`] and folded
 /// in that order), then finds each run's memory snapshots ([`joined`]) and,
-/// when asked, runs PithTrain's estimator beside it ([`estimate`]). Binary files are skipped
+/// when asked, runs PithTrain's estimator beside it ([`estimate_section`]). Binary files are skipped
 /// with a note, never scanned.
 pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, ReportError> {
     let (files, mut skipped) = walk::expand_inputs(inputs)?;
@@ -141,7 +141,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     headroom::attach(&mut report, opts.gpu_memory);
     joined::attach_snapshots_within(&mut report, &opts.snapshots, opts.max_memory);
     if let Some(estimate) = &opts.estimate {
-        estimate::attach(&mut report, estimate);
+        estimate_section::attach(&mut report, estimate);
     }
     whatif::attach(&mut report, &opts.what_if);
     Ok(report)

@@ -18,7 +18,7 @@ use memprints_log::schema::{
 };
 
 use super::summary::{self, Summary};
-use super::{estimate, view, whatif};
+use super::{estimate_section, view, whatif};
 
 /// Saved tensors listed by size in a group's `largest` cell.
 const LARGEST_SAVED: usize = 3;
@@ -208,14 +208,14 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
             tone: Tone::Warning,
             text: "No memory prints in this run.".to_owned(),
         });
-        estimate::estimate_section(run, out);
+        estimate_section::render(run, out);
         return;
     }
     headroom_section(run, out);
     out.push(Block::Text(OUTSIDE_MEANS.to_owned()));
     out.push(Block::Charts { run: n });
     view::memory_view(run, out);
-    estimate::estimate_section(run, out);
+    estimate_section::render(run, out);
     whatif::what_if_section(run, out);
     across_ranks(run, out);
     for rank in &run.ranks {

@@ -8,7 +8,7 @@
 
 pub mod diff;
 pub mod doc;
-pub mod estimate;
+pub mod estimate_section;
 pub mod html;
 pub mod json;
 pub mod markdown;

@@ -8,7 +8,7 @@
 use crate::numbers::{gib, signed_gib};
 use crate::table::Table;
 use memprints_estimate::compare::{Component, Direction, Pair};
-use memprints_log::estimate::{EstimateSection, RankEstimate};
+use memprints_log::estimate_section::{EstimateSection, RankEstimate};
 use memprints_log::schema::Run;
 
 use super::doc::{Block, NOT_APPLICABLE, NOT_MEASURED, Tone};
@@ -16,7 +16,7 @@ use super::doc::{Block, NOT_APPLICABLE, NOT_MEASURED, Tone};
 const NOT_ESTIMATED: &str = "not estimated";
 
 /// Adds the run's estimate section, if `--estimate` made one.
-pub fn estimate_section(run: &Run, out: &mut Vec<Block>) {
+pub fn render(run: &Run, out: &mut Vec<Block>) {
     let Some(section) = &run.estimate else {
         return;
     };
