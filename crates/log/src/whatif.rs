@@ -31,28 +31,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use memprints_estimate::LoggedConfig;
-use schemars::JsonSchema;
-use serde::Serialize;
 
+pub use super::schema::{
+    Action, Component, Figure, Key, RankWhatIf, Settings, SettingsPair, WhatIfSection, WhatToChange,
+};
 use super::schema::{RankReport, Report, Run, SavedGroup, Training};
-
-/// A setting `--what-if` can change, named as `KEY=VALUE` in kebab case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Key {
-    /// `training.sequence_length`.
-    SequenceLength,
-    /// `training.micro_batch_size`.
-    MicroBatchSize,
-    /// `training.global_batch_size`.
-    GlobalBatchSize,
-    /// `distributed.pipeline_parallel_size`.
-    PipelineParallelSize,
-    /// `distributed.expert_parallel_size`.
-    ExpertParallelSize,
-    /// `distributed.context_parallel_size`.
-    ContextParallelSize,
-}
 
 impl Key {
     /// Every key, in the order errors list them.
@@ -169,23 +152,6 @@ impl fmt::Display for Change {
     }
 }
 
-/// The settings a prediction depends on, as PithTrain's config line names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct Settings {
-    /// Tokens per sequence.
-    pub sequence_length: u32,
-    /// Sequences per micro-batch.
-    pub micro_batch_size: u32,
-    /// Sequences per optimizer step.
-    pub global_batch_size: u32,
-    /// Pipeline parallel size.
-    pub pipeline_parallel_size: u32,
-    /// Expert parallel size.
-    pub expert_parallel_size: u32,
-    /// Context parallel size.
-    pub context_parallel_size: u32,
-}
-
 impl Settings {
     /// The settings of a logged config line; `Err` names the fields it lacks.
     pub fn from_logged(c: &LoggedConfig) -> Result<Self, Vec<&'static str>> {
@@ -248,103 +214,6 @@ impl Settings {
     fn micro_batches(&self) -> u32 {
         self.global_batch_size / self.micro_batch_size
     }
-}
-
-/// A measured figure beside its prediction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct Figure {
-    /// At the run's own settings.
-    pub measured_bytes: i64,
-    /// At the other settings.
-    pub predicted_bytes: i64,
-}
-
-/// One part of a rank's memory at the steady-state peak.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct Component {
-    /// `weights`, `other_static`, `gradients`, `optimizer_state`, `activations`,
-    /// `unattributed`, `allocator_reserve`, `non_pytorch`.
-    pub name: &'static str,
-    /// At the run's own settings.
-    pub measured_bytes: i64,
-    /// At the other settings.
-    pub predicted_bytes: i64,
-    /// How it scales.
-    pub rule: String,
-    /// Where the measured figure comes from.
-    pub measured_from: String,
-    /// Part of the peak (PyTorch's allocated memory); false for the reserve and the memory
-    /// outside the allocator, which only the device total counts.
-    pub in_peak: bool,
-}
-
-/// One rank's prediction.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct RankWhatIf {
-    /// The global rank.
-    pub rank: u32,
-    /// Its pipeline stage.
-    pub pp: Option<u32>,
-    /// The steady-state peak of allocated memory (what `peak-gpu-memory` reports).
-    pub peak: Figure,
-    /// The peak plus the allocator's unused reserve and the memory outside the allocator.
-    pub device: Figure,
-    /// The parts; those `in_peak` add up to `peak`, all of them to `device`.
-    pub components: Vec<Component>,
-}
-
-/// A run's `--what-if` section.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct WhatIfSection {
-    /// The settings the run had (`measured`) and those predicted for.
-    pub settings: SettingsPair,
-    /// How the prediction is made.
-    pub method: String,
-    /// One entry per rank with a pipeline peak.
-    pub ranks: Vec<RankWhatIf>,
-    /// Caveats, one sentence each.
-    pub notes: Vec<String>,
-    /// Why no prediction could be made; the other fields are then empty.
-    pub error: Option<String>,
-}
-
-/// The measured settings and the predicted ones.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct SettingsPair {
-    /// From the run's config line.
-    pub measured: Option<Settings>,
-    /// With the `--what-if` changes.
-    pub predicted: Option<Settings>,
-    /// The changes as given, `KEY=VALUE`.
-    pub changes: Vec<String>,
-}
-
-/// One thing to change and what it saves.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct Action {
-    /// What to do, in a few words.
-    pub action: String,
-    /// The exact setting to change (`training.micro_batch_size=1`, an environment variable).
-    pub setting: String,
-    /// Device memory saved on the worst rank at the steady-state peak.
-    pub saves_bytes: i64,
-    /// The worst rank's predicted device total after the change.
-    pub predicted_device_bytes: i64,
-    /// What else it changes (the GPUs needed, what is trained).
-    pub cost: String,
-}
-
-/// What to change, ranked by [`Action::saves_bytes`], largest first.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct WhatToChange {
-    /// The rank with the highest device total at the steady-state peak.
-    pub worst_rank: u32,
-    /// Its device total there.
-    pub worst_device_bytes: i64,
-    /// Only actions that save something; empty when none would.
-    pub actions: Vec<Action>,
-    /// Actions left out and why, one sentence each.
-    pub not_offered: Vec<String>,
 }
 
 /// What one rank's memory at the steady-state peak is made of, as measured.

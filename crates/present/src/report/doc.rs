@@ -17,15 +17,13 @@ use memprints_log::schema::{
     Breakdown, CapacityFrom, Crash, FitStatus, RankReport, Report, Run, SetupPhase,
 };
 
-use super::summary::{self, Summary};
+pub use super::block::{Block, NOT_APPLICABLE, NOT_MEASURED, Tone};
+pub use super::parts::{BREAKDOWN_PARTS, breakdown_parts};
+use super::summary;
 use super::{estimate_section, view, whatif};
 
 /// Saved tensors listed by size in a group's `largest` cell.
 const LARGEST_SAVED: usize = 3;
-/// What a cell says for a figure no print measured.
-pub const NOT_MEASURED: &str = "not measured";
-/// What a cell says where there is nothing to measure (the change of a first print).
-pub const NOT_APPLICABLE: &str = "—";
 /// The column title of `non-pt=` figures.
 pub const OUTSIDE: &str = "outside";
 /// What [`OUTSIDE`] means, said once per run.
@@ -34,45 +32,6 @@ pub const OUTSIDE_MEANS: &str = "“outside” is the prints' non-pt=: device me
      own allocations, and any other process on the GPU).";
 /// Growth of [`OUTSIDE`] memory over a step worth a note: more than the prints' rounding.
 const NOTABLE_GROWTH: i64 = (1 << 30) / 50;
-
-/// One piece of the document.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Block {
-    /// A heading: level 1 for the title and each run, 2 for a section, 3 below.
-    Heading {
-        /// 1, 2 or 3.
-        level: u8,
-        /// Plain text.
-        text: String,
-    },
-    /// A paragraph of plain text.
-    Text(String),
-    /// A paragraph that warns or reports an error.
-    Note {
-        /// How serious it is.
-        tone: Tone,
-        /// Plain text.
-        text: String,
-    },
-    /// A table of plain-text cells.
-    Table(Table),
-    /// The first screen: per run, how it went, its peak and what held the memory there.
-    Summary(Summary),
-    /// Where the HTML page draws the charts of `report.runs[run]`.
-    Charts {
-        /// Index into [`Report::runs`].
-        run: usize,
-    },
-}
-
-/// How serious a [`Block::Note`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tone {
-    /// Something may be missing or wrong (unparsed prints, no prints at all).
-    Warning,
-    /// The run failed (out of memory).
-    Error,
-}
 
 /// A figure that may be absent, as a cell: an absent one was not measured.
 pub fn measured(v: Option<i64>, f: fn(i64) -> String) -> String {
@@ -828,30 +787,6 @@ fn peak_summary(r: &RankReport) -> Option<String> {
         gib(b.cached),
         gib(b.non_pytorch)
     ))
-}
-
-/// The display names of a [`Breakdown`]'s parts, in stacking order.
-pub const BREAKDOWN_PARTS: [&str; 6] = [
-    "weights after setup",
-    "optimizer state",
-    "other static",
-    "activations in flight",
-    "cached (reserved, free)",
-    "outside PyTorch's allocator (CUDA context, NCCL, kernels' own allocations)",
-];
-
-/// The parts of a breakdown with their display names, in stacking order; `None` for a part no
-/// print measured.
-pub fn breakdown_parts(b: &Breakdown) -> [(&'static str, Option<i64>); 6] {
-    let bytes = [
-        b.weights,
-        b.optimizer_state,
-        Some(b.other_static),
-        Some(b.activations),
-        Some(b.cached),
-        Some(b.non_pytorch),
-    ];
-    std::array::from_fn(|i| (BREAKDOWN_PARTS[i], bytes[i]))
 }
 
 /// Why the parts of a breakdown that were not measured were not, one sentence each.

@@ -11,7 +11,7 @@ use memprints_estimate::compare::{Component, Direction, Pair};
 use memprints_log::estimate_section::{EstimateSection, RankEstimate};
 use memprints_log::schema::Run;
 
-use super::doc::{Block, NOT_APPLICABLE, NOT_MEASURED, Tone};
+use super::block::{Block, NOT_APPLICABLE, NOT_MEASURED, Tone};
 
 const NOT_ESTIMATED: &str = "not estimated";
 

@@ -6,12 +6,14 @@
 //! `color` only affects `text` (ANSI escapes). How things look (tables, units, escaping, the
 //! page and its charts) comes from the crate's shared parts ([`crate::table`], [`crate::html`], …).
 
+pub mod block;
 pub mod diff;
 pub mod doc;
 pub mod estimate_section;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod parts;
 pub mod summary;
 pub mod text;
 pub mod view;

@@ -266,7 +266,7 @@ fn peak(run: &Run) -> Option<String> {
     Some(text)
 }
 
-/// Short names of a breakdown's parts, in [`super::doc::BREAKDOWN_PARTS`]' order.
+/// Short names of a breakdown's parts, in [`super::parts::BREAKDOWN_PARTS`]' order.
 const OWNER_NAMES: [&str; 6] = [
     "weights",
     "optimizer state",
@@ -284,7 +284,7 @@ fn owners(run: &Run) -> Option<String> {
         .find(|r| r.rank == p.rank)?
         .breakdown
         .as_ref()?;
-    let mut parts: Vec<(&str, i64)> = super::doc::breakdown_parts(b)
+    let mut parts: Vec<(&str, i64)> = super::parts::breakdown_parts(b)
         .iter()
         .zip(OWNER_NAMES)
         .filter_map(|((_, bytes), name)| Some((name, (*bytes)?)))

@@ -11,7 +11,7 @@ use crate::numbers::gib;
 use crate::table::Table;
 use memprints_log::schema::{Run, SnapshotView, StepsView};
 
-use super::doc::{Block, NOT_APPLICABLE, Tone};
+use super::block::{Block, NOT_APPLICABLE, Tone};
 
 const MIB: f64 = (1u64 << 20) as f64;
 /// How far apart two figures printed as GiB with two decimals (prints, step lines) can be

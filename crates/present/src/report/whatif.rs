@@ -11,7 +11,7 @@ use crate::table::Table;
 use memprints_log::schema::Run;
 use memprints_log::whatif::{Action, Settings, WhatIfSection};
 
-use super::doc::{Block, Tone};
+use super::block::{Block, Tone};
 
 /// `1.25 GiB`.
 fn gib_unit(bytes: i64) -> String {
