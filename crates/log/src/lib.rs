@@ -98,7 +98,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         let mut mapped_clean = None;
         if let Some(plain) = inputs::big_plain_file(file).map_err(read_err)? {
             let map = mapped::Mapped::new(&plain, &name).map_err(read_err)?;
-            if !inputs::has_nul(map.bytes()) {
+            if !inputs::map_has_nul(&map) {
                 mapped_clean = Some(plain);
             }
         }

@@ -729,6 +729,17 @@ fn config_of(report: &Report, n: usize, configs: &[Vec<LoggedConfig>]) -> Option
 /// PithTrain's config lines (`launch(cfg=`) of one log, in order, reading at most
 /// [`crate::scan::LINE_CAP`] bytes of any line; an unreadable log has none.
 fn config_lines(path: &std::path::Path) -> Vec<LoggedConfig> {
+    // A big plain log is searched mapped, at memmem speed, not read line by line.
+    if let Ok(Some(file)) = crate::scan::inputs::big_plain_file(path)
+        && let Ok(map) = crate::scan::mapped::Mapped::new(&file, &path.display().to_string())
+    {
+        return config_lines_mapped(&map);
+    }
+    config_lines_read(path)
+}
+
+/// [`config_lines`], reading the log line by line (a compressed or small one).
+fn config_lines_read(path: &std::path::Path) -> Vec<LoggedConfig> {
     use std::io::BufRead;
     let Ok(reader) = crate::scan::inputs::open(path) else {
         return Vec::new();
@@ -763,10 +774,90 @@ fn config_lines(path: &std::path::Path) -> Vec<LoggedConfig> {
     out
 }
 
+/// [`config_lines`] of a mapped log: each `launch(cfg=` found in its first [`CONFIG_SEARCH`]
+/// bytes, the line it stands on (its first [`crate::scan::LINE_CAP`] bytes; a needle past them
+/// is not seen), once per line.
+/// How far into a big log its config lines are looked for: a run prints its config when it
+/// launches, and a log of gigabytes is not read a second time for launches deep inside it (a
+/// run that starts past this reads as one without a config line: its changes are not offered).
+const CONFIG_SEARCH: usize = 64 << 20;
+
+fn config_lines_mapped(map: &crate::scan::mapped::Mapped) -> Vec<LoggedConfig> {
+    const NEEDLE: &[u8] = b"launch(cfg=";
+    let cap = crate::scan::LINE_CAP;
+    let mut out = Vec::new();
+    let mut last_start = None;
+    let mut parsed: std::collections::HashMap<Vec<u8>, Option<LoggedConfig>> = Default::default();
+    crate::scan::inputs::map_find_all(map, NEEDLE, CONFIG_SEARCH, |hit| {
+        let bytes = map.bytes();
+        let back = hit.saturating_sub(cap);
+        let start = memchr::memrchr(b'\n', &bytes[back..hit]).map_or(back, |i| back + i + 1);
+        // The needle must lie within the first `cap` bytes of its line.
+        let whole_line_start = start == 0 || bytes[start - 1] == b'\n';
+        if !whole_line_start || last_start == Some(start) {
+            return;
+        }
+        last_start = Some(start);
+        let cap_end = (start + cap).min(bytes.len());
+        let end = memchr::memchr(b'\n', &bytes[start..cap_end]).map_or(cap_end, |i| start + i);
+        if hit + NEEDLE.len() > end {
+            return;
+        }
+        // A log may repeat one config line thousands of times: each text is parsed once.
+        let line = &bytes[start..end];
+        let parsed = match parsed.get(line) {
+            Some(c) => c.clone(),
+            None => {
+                let c = LoggedConfig::parse(&String::from_utf8_lossy(line));
+                parsed.insert(line.to_vec(), c.clone());
+                c
+            }
+        };
+        out.extend(parsed);
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
+
+    /// The mapped search finds what the line-by-line reading finds: launches among noise, a
+    /// config line split across two search windows' worth of bytes, one past a line's first
+    /// LINE_CAP bytes (not seen by either), two needles on one line (one config).
+    #[test]
+    fn the_mapped_search_finds_the_config_lines_the_reader_finds() {
+        let real = std::fs::read_to_string(data("e2e/qwen3-tiny-pp1-instr.log")).unwrap();
+        let config = real
+            .lines()
+            .find(|l| l.contains("launch(cfg="))
+            .unwrap()
+            .to_string();
+        let mut log = String::new();
+        let noise = "2026-12-01 03:10:49 | INFO | some other line of the run\n".repeat(400_000);
+        log += &config;
+        log += "\n";
+        log += &noise;
+        log += &format!("{config} launch(cfg= again\n");
+        log += &"x".repeat(crate::scan::LINE_CAP);
+        log += &format!("{config}\n");
+        log += &noise;
+        log += &config.replace("micro_batch_size=2", "micro_batch_size=4");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.log");
+        std::fs::write(&path, &log).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let map = crate::scan::mapped::Mapped::new(&file, "big.log").unwrap();
+        let mapped = config_lines_mapped(&map);
+        assert_eq!(mapped, config_lines_read(&path));
+        assert_eq!(mapped.len(), 3, "{mapped:?}");
+        assert!(
+            crate::scan::inputs::big_plain_file(&path)
+                .unwrap()
+                .is_some()
+        );
+    }
 
     fn data(path: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -222,6 +222,60 @@ pub fn big_plain_file(path: &Path) -> io::Result<Option<std::fs::File>> {
     Ok(Some(file))
 }
 
+/// How much of a mapped file is looked at before its pages are released again.
+const WINDOW: usize = 8 << 20;
+
+/// How much of each end of a big file [`map_has_nul`] looks at: NUL runs come from a
+/// `copytruncate` rotation (at the start) or preallocation (at the end), and a whole extra
+/// pass over a file of gigabytes would cost more than the scan it guards.
+pub const NUL_ENDS: usize = 64 << 20;
+
+/// Whether a mapped file holds a NUL byte in its first or last [`NUL_ENDS`] bytes (all of a
+/// file up to twice that): [`has_nul`] window by window, each window's pages released once
+/// looked at, so that the check never holds the file in memory.
+pub fn map_has_nul(map: &super::mapped::Mapped) -> bool {
+    let bytes = map.bytes();
+    let head = 0..bytes.len().min(NUL_ENDS);
+    let tail = bytes.len().saturating_sub(NUL_ENDS).max(head.end)..bytes.len();
+    for part in [head, tail] {
+        let mut at = part.start;
+        while at < part.end {
+            let end = (at + WINDOW).min(part.end);
+            let found = has_nul(&bytes[at..end]);
+            map.release(at..end);
+            if found {
+                return true;
+            }
+            at = end;
+        }
+    }
+    false
+}
+
+/// Where `needle` starts in the first `limit` bytes of a mapped file, in order, found window by
+/// window with each window's pages released once searched; `f` may read the map (a released
+/// page is read in again).
+pub fn map_find_all(
+    map: &super::mapped::Mapped,
+    needle: &[u8],
+    limit: usize,
+    mut f: impl FnMut(usize),
+) {
+    let finder = memchr::memmem::Finder::new(needle);
+    let bytes = &map.bytes()[..map.bytes().len().min(limit)];
+    let mut at = 0;
+    while at < bytes.len() {
+        let end = (at + WINDOW).min(bytes.len());
+        // A match may start in this window and end in the next.
+        let search_end = (end + needle.len().saturating_sub(1)).min(bytes.len());
+        for hit in finder.find_iter(&bytes[at..search_end]) {
+            f(at + hit);
+        }
+        map.release(at..end);
+        at = end;
+    }
+}
+
 /// Whether `bytes` hold a NUL byte, looked for on all cores.
 pub fn has_nul(bytes: &[u8]) -> bool {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
