@@ -78,7 +78,10 @@ fuzz_target!(|data: &[u8]| {
     match expand_inputs(std::slice::from_ref(&dir)) {
         Ok((files, skipped)) => {
             assert!(!files.is_empty());
-            assert!(files.windows(2).all(|w| w[0] < w[1]), "in name order, once each");
+            assert!(
+                files.windows(2).all(|w| w[0] < w[1]),
+                "in name order, once each"
+            );
             for file in &files {
                 assert_eq!(file.parent(), Some(dir.as_path()));
                 assert!(file.is_file(), "{file:?}");
