@@ -813,3 +813,23 @@ fn the_summary_says_how_a_run_ended_whether_it_fits_and_what_to_change() {
         "{head}"
     );
 }
+
+/// The README's first screen is what `report` prints on the kept real log: the sample cannot
+/// drift from the product.
+#[test]
+fn the_readme_shows_the_reports_real_first_screen() {
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let command = "$ memprints report qwen3-tiny-pp1-instr.log --gpu-memory 139.81\n";
+    let start = readme.find(command).expect("the README's sample") + command.len();
+    let sample = &readme[start..start + readme[start..].find("```").unwrap()];
+    let out = memprints()
+        .args(["report", "tests/data/e2e/qwen3-tiny-pp1-instr.log"])
+        .args(["--gpu-memory", "139.81"])
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.starts_with(sample),
+        "README:\n{sample}\nreport:\n{text}"
+    );
+}
