@@ -52,7 +52,7 @@ pub struct ReportOptions {
 }
 
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
-/// stream cut into runs ([`runs`]; several files are scanned on all cores by [`many`] and folded
+/// stream cut into runs ([`fold::runs`]; several files are scanned on all cores by [`many`] and folded
 /// in that order), then finds each run's memory snapshots ([`joined`]) and,
 /// when asked, runs PithTrain's estimator beside it ([`estimate_section`]). Binary files are skipped
 /// with a note, never scanned.

@@ -11,7 +11,7 @@
 //! hold its reservation (an estimate from its size on disk, [`reservation`]), so the files in
 //! flight together never pass the budget whatever the core count. A file that needs more than
 //! its reservation stops and is read again alone against the whole budget
-//! ([`crate::snapshot::load_all`]); only one that needs more than that is refused.
+//! ([`crate::load_all`]); only one that needs more than that is refused.
 
 use std::sync::{Condvar, Mutex};
 

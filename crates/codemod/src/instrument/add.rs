@@ -1,5 +1,5 @@
 //! `add`'s planner: runs every group of [`super::GROUPS`] over its target file in memory. The
-//! caller ([`crate::codemod`]) then checks each rewritten file (it parses, it is stable under
+//! caller ([`crate::commands`]) then checks each rewritten file (it parses, it is stable under
 //! the repository's ruff format settings, and `strip` gives back the original bytes) before
 //! anything may be written.
 

@@ -5,7 +5,7 @@
 //! - A rank's pass begins at its `Before pipeline` print once the pass it is in holds a pipeline
 //!   print; every print before the rank's second pass belongs to pass 0. A run that profiles one
 //!   step (what the instrumentation does) has one pass per rank.
-//! - *Detail prints* ([`detail_rank`]: the `_lmem` probes and the saved-tensor prints, whose
+//! - *Detail prints* ([`crate::parse::detail_rank`]: the `_lmem` probes and the saved-tensor prints, whose
 //!   body after `[rank=R] ` is indented or is a `layerN … saved tensors:` header) are kept raw
 //!   until their pass ends, and parsed only when the pass is kept in detail: the first pass
 //!   (the profiled step), the one with the highest pipeline peak (the first of equal maxima)

@@ -5,7 +5,7 @@
 //! Chunk `k` *owns* the lines that start inside it: it skips the bytes before its first line
 //! start (the end of a line the previous chunk owns) and runs past its end to the end of its
 //! last line. Every line is owned by exactly one chunk, so the line counts, the long lines
-//! (cut to [`super::lines::LINE_CAP`] by the scan), the needle lines and the folded step lines of the chunks,
+//! (cut to [`super::LINE_CAP`] by the scan), the needle lines and the folded step lines of the chunks,
 //! handed to the sink in chunk order by [`ordered::ordered`], are those of one scan of the whole
 //! file. At most two chunks per worker wait to be folded; each holds only its hits, and the
 //! pages of a folded chunk are released ([`Mapped::release`]), so the resident size stays a few
@@ -60,7 +60,7 @@ pub fn scan_file(
 }
 
 /// [`scan_file`] of a file already mapped; detail prints come with their offset in the map
-/// ([`super::lines::PreRead::Detail`]), so that they can be read again from it.
+/// ([`super::PreRead::Detail`]), so that they can be read again from it.
 pub fn scan_map(
     map: &Mapped,
     mode: Mode,

@@ -600,7 +600,7 @@ impl Found {
 
 /// Reads a line that holds the rank tag and no other needle when it is one plain print: no
 /// escape byte, one tag, and a detail print or a pipeline print that parses. Such a line is
-/// what [`clean`] and [`split_prints`] would make one print of; any other comes back `None`,
+/// what [`crate::parse::clean`] and [`crate::parse::split_prints`] would make one print of; any other comes back `None`,
 /// to go to the sink as a line.
 pub fn pre_read(line: &[u8]) -> Option<PreRead<'_>> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);

@@ -33,7 +33,7 @@ pub struct Collected {
     pub launches: bool,
     /// The NUL bytes the reading left out.
     pub nuls: inputs::NulSkipped,
-    /// The file's last bytes ([`super::crash::TailKeeper`]).
+    /// The file's last bytes ([`crate::crash::TailKeeper`]).
     pub tail: Vec<u8>,
 }
 

@@ -1,7 +1,7 @@
 //! The document's section on PithTrain's memory estimator: per profiled pp rank the verdict,
 //! the events and components side by side, the peak, and the estimate's notes.
 //!
-//! Contract: [`estimate_section`] adds nothing without `--estimate`; when the estimate could not
+//! Contract: [`render`] adds nothing without `--estimate`; when the estimate could not
 //! be made it adds one warning with the reason and nothing else. An absent side prints as
 //! "not estimated" / "not measured", never as 0.
 
