@@ -195,20 +195,6 @@ pub enum Error {
         message: String,
     },
 
-    /// An internal error: memprints planned something it must not (overlapping edits, output
-    /// that ruff would change). Nothing was written.
-    #[error(
-        "{file}: {what} (this is a memprints bug; nothing was written, please report it){details}"
-    )]
-    Bug {
-        /// The file being planned.
-        file: String,
-        /// What went wrong.
-        what: String,
-        /// More lines (a diff), each after a newline; empty for none.
-        details: String,
-    },
-
     /// Reading, parsing, editing or formatting a Python source failed.
     #[error(transparent)]
     Python(#[from] memprints_python::Error),
@@ -230,23 +216,15 @@ impl Error {
         }
     }
 
-    /// An internal error on `file`: `what` went wrong, `details` (e.g. a diff) shows it.
+    /// An internal error on `file`: `what` went wrong, `details` (e.g. a diff) shows it. The
+    /// Python layer owns the one kind of bug (its message and [`memprints_python::Error::is_bug`]).
     pub fn bug(file: impl Into<String>, what: impl Into<String>, details: &str) -> Self {
-        Error::Bug {
-            file: file.into(),
-            what: what.into(),
-            details: if details.is_empty() {
-                String::new()
-            } else {
-                format!("\n{details}")
-            },
-        }
+        Error::Python(memprints_python::Error::bug(file, what, details))
     }
 
     /// True for a bug, here or in the Python layer: memprints' fault, not the input's.
     pub fn is_bug(&self) -> bool {
         match self {
-            Error::Bug { .. } => true,
             Error::Python(e) => e.is_bug(),
             _ => false,
         }

@@ -87,7 +87,7 @@ impl ExitStatus {
 ///   themselves): nothing is said, and it is a success;
 /// - stdout failing after the command changed the tree: `error: the tree was changed
 ///   (N files written), but writing the summary to stdout failed: …`, and [`ExitStatus::Unreported`];
-/// - a memprints bug ([`memprints_codemod::Error::Bug`]): `error: internal error: …`;
+/// - a memprints bug ([`memprints_codemod::Error::is_bug`]): `error: internal error: …`;
 /// - anything else: `error: …`, the error and its causes on one line, then `hint: …` on the
 ///   next when the error carries one ([`Hinted`]).
 pub fn report_error(err: &anyhow::Error, out: &mut Output) -> ExitStatus {
