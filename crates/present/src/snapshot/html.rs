@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{diff_table, duration, oom_time, rank_table};
+use super::{diff_table, duration, oom_time, rank_table, released_before_oom};
 use crate::escape;
 use crate::html::{self, Layout};
 use crate::numbers::{bytes, signed_bytes};
@@ -130,11 +130,7 @@ fn device(
         d.fragmentation * 100.0,
         bytes(d.empty_segment_bytes),
         d.empty_segments,
-        if d.ooms.is_empty() {
-            ""
-        } else {
-            " (released before an OOM)"
-        },
+        released_before_oom(d),
     );
     let charted = match timeline {
         Some(t) if t.events > 0 => {

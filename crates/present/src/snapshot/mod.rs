@@ -21,6 +21,16 @@ use memprints_snapshot::diff::DiffRow;
 
 /// The moment of a device's peak: time since the trace began, with the raw `time_us`, or `-`
 /// when the snapshot has no times.
+/// What follows the empty segments' figure: their memory was let go before an OOM, when the
+/// snapshot holds one (the same words in every format).
+pub(super) fn released_before_oom(d: &DeviceReport) -> &'static str {
+    if d.ooms.is_empty() {
+        ""
+    } else {
+        " (released before an OOM)"
+    }
+}
+
 pub(super) fn peak_time(d: &DeviceReport) -> String {
     match (d.peak_since_start_us(), d.peak_time_us) {
         (Some(since), Some(raw)) => format!("{} into the trace (time_us {raw})", duration(since)),

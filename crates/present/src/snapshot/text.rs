@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::{diff_table, oom_time, peak_time, rank_table};
+use super::{diff_table, oom_time, peak_time, rank_table, released_before_oom};
 use crate::numbers::{bytes, signed_bytes};
 use crate::table::{Border, Table};
 use memprints_snapshot::SnapshotReport;
@@ -47,11 +47,7 @@ fn device(out: &mut String, d: &DeviceReport, top: usize) {
         d.fragmentation * 100.0,
         bytes(d.empty_segment_bytes),
         d.empty_segments,
-        if d.ooms.is_empty() {
-            ""
-        } else {
-            " (released before an OOM)"
-        }
+        released_before_oom(d)
     );
     let at = match d.peak_event_index {
         Some(i) => format!("{} after event {i} of {}", peak_time(d), d.events),
