@@ -23,8 +23,9 @@ re-ranked, repeated for every training step with the step line after them, as a 
 memory profiling left on at every step prints.
 
 `--folder DIR --files N` writes N per-rank logs instead (`DIR/rank0000.log`, ...; world = N),
---size-mib MiB in all: each holds its rank's prints and the same non-print lines, the step lines
-in rank 0's log only (PithTrain logs them on rank 0).
+--size-mib MiB in all: each holds its rank's prints and the same non-print lines, but PithTrain's
+INFO lines (the config dump, step and checkpoint lines) in rank 0's log only, as PithTrain's
+logger writes them on rank 0 alone: the folder is one run of N ranks.
 
 Usage: gen_real_log.py --size-mib N [--world 64] [--pp 8] [--profile realistic|dense]
                        [--folder DIR --files N] [--data tests/data/e2e/defaults-pp1] > node.log
@@ -194,7 +195,10 @@ def main():
             with open(os.path.join(args.folder, f"rank{r:04d}.log"), "wb") as f:
                 out = Out(f)
                 out.emit(LAUNCHER[:4] if r == 0 else LAUNCHER[4:6])
-                realistic(out.emit, lambda: out.bytes, prints, block, template,
+                # PithTrain's logger writes INFO lines (the config dump, step and checkpoint
+                # lines) on rank 0 only: the other ranks' logs have warnings and prints.
+                own = block if r == 0 else [l for l in block if l is not None and " | INFO | " not in l]
+                realistic(out.emit, lambda: out.bytes, prints, own, template,
                           target // args.files, [r], args.pp, steps=r == 0)
                 total += out.bytes
         print(f"gen_real_log: {args.files} files, {total} bytes", file=sys.stderr)

@@ -95,6 +95,13 @@ const TRACEBACK: &str = "Traceback (most recent call last):";
 
 /// The last exception of `tail` that is not the launcher's (see the module doc).
 pub fn last_exception(tail: &[u8]) -> Option<Exception> {
+    // Most logs end without a traceback: those are told at memmem speed, not line by line. A
+    // tail with escape bytes takes the long way, as colours may split the header.
+    if memchr::memmem::find(tail, TRACEBACK.as_bytes()).is_none()
+        && memchr::memchr(0x1b, tail).is_none()
+    {
+        return None;
+    }
     let mut scratch = Vec::new();
     let lines: Vec<(Option<u32>, String)> = tail
         .split(|&b| b == b'\n')

@@ -63,13 +63,15 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     let mut builder = ReportBuilder::new(only);
     let mut read = Vec::new();
     let mut notes = Vec::new();
-    let mut fold = |index: usize, outcome: many::Scanned| -> Result<(), ReportError> {
+    // Each file's config lines, found by the worker that scanned it.
+    let mut configs = Vec::new();
+    let mut fold = |index: usize, outcome: many::Scanned<_>| -> Result<(), ReportError> {
         let file = &files[index];
         let read_err = |source| ReportError::Read {
             path: file.clone(),
             source,
         };
-        let Some(collected) = outcome.map_err(read_err)? else {
+        let Some((collected, found)) = outcome.map_err(read_err)? else {
             skipped.push(SkippedInput {
                 path: file.display().to_string(),
                 reason: walk::binary_reason(file),
@@ -78,10 +80,11 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         };
         builder.begin_source_launching(read.len(), collected.launches);
         collected.replay(|item| builder.item(item));
-        builder.end_source(&collected.tail);
+        builder.end_source_with(collected.exception);
         builder.count_scan(collected.counts);
         notes.extend(collected.nuls.note(&file.display().to_string()));
         read.push(file.display().to_string());
+        configs.push(found);
         Ok(())
     };
     if let [file] = &files[..] {
@@ -133,8 +136,9 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
             }),
         }
     } else {
-        many::scan_files(&files, &mut fold)?;
+        many::scan_files(&files, whatif::config_lines, &mut fold)?;
     }
+    let configs = (files.len() > 1).then_some(configs);
     let mut report = builder.finish(read);
     report.skipped = skipped;
     report.notes = notes;
@@ -143,7 +147,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     if let Some(estimate) = &opts.estimate {
         estimate_section::attach(&mut report, estimate);
     }
-    whatif::attach(&mut report, &opts.what_if);
+    whatif::attach(&mut report, &opts.what_if, configs);
     Ok(report)
 }
 

@@ -688,17 +688,20 @@ pub fn what_to_change(run: &Run, config: Option<&LoggedConfig>) -> Option<WhatTo
     })
 }
 
-/// Fills each run's `what_to_change`, and its `what_if` when `changes` are given. The config
-/// lines are read again only when some run has a pipeline peak to start from.
-pub fn attach(report: &mut Report, changes: &[Change]) {
+/// Fills each run's `what_to_change`, and its `what_if` when `changes` are given. `known`:
+/// each input's config lines ([`config_lines`]) when the scan found them already; else they
+/// are read again, only when some run has a pipeline peak to start from.
+pub fn attach(report: &mut Report, changes: &[Change], known: Option<Vec<Vec<LoggedConfig>>>) {
     if report.runs.iter().all(|r| r.summary.peak_rank.is_none()) {
         return;
     }
-    let configs: Vec<Vec<LoggedConfig>> = report
-        .inputs
-        .iter()
-        .map(|input| config_lines(std::path::Path::new(input)))
-        .collect();
+    let configs: Vec<Vec<LoggedConfig>> = known.unwrap_or_else(|| {
+        report
+            .inputs
+            .iter()
+            .map(|input| config_lines(std::path::Path::new(input)))
+            .collect()
+    });
     for n in 0..report.runs.len() {
         let config = config_of(report, n, &configs);
         let run = &report.runs[n];
@@ -728,7 +731,7 @@ fn config_of(report: &Report, n: usize, configs: &[Vec<LoggedConfig>]) -> Option
 
 /// PithTrain's config lines (`launch(cfg=`) of one log, in order, reading at most
 /// [`crate::scan::LINE_CAP`] bytes of any line; an unreadable log has none.
-fn config_lines(path: &std::path::Path) -> Vec<LoggedConfig> {
+pub fn config_lines(path: &std::path::Path) -> Vec<LoggedConfig> {
     // A big plain log is searched mapped, at memmem speed, not read line by line.
     if let Ok(Some(file)) = crate::scan::inputs::big_plain_file(path)
         && let Ok(map) = crate::scan::mapped::Mapped::new(&file, &path.display().to_string())
@@ -738,56 +741,54 @@ fn config_lines(path: &std::path::Path) -> Vec<LoggedConfig> {
     config_lines_read(path)
 }
 
-/// [`config_lines`], reading the log line by line (a compressed or small one).
+/// [`config_lines`], reading the log as a stream (a compressed or small one), its first
+/// [`CONFIG_SEARCH`] bytes as the mapped search does.
 fn config_lines_read(path: &std::path::Path) -> Vec<LoggedConfig> {
-    use std::io::BufRead;
     let Ok(reader) = crate::scan::inputs::open(path) else {
         return Vec::new();
     };
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, reader);
-    let (mut out, mut line) = (Vec::new(), Vec::new());
-    while let Ok(buf) = reader.fill_buf() {
-        if buf.is_empty() {
-            break;
-        }
-        let (part, used, ends) = match memchr::memchr(b'\n', buf) {
-            Some(at) => (&buf[..at], at + 1, true),
-            None => (buf, buf.len(), false),
-        };
-        let room = crate::scan::LINE_CAP.saturating_sub(line.len());
-        line.extend_from_slice(&part[..part.len().min(room)]);
-        reader.consume(used);
-        if ends {
-            if memchr::memmem::find(&line, b"launch(cfg=").is_some()
-                && let Some(c) = LoggedConfig::parse(&String::from_utf8_lossy(&line))
-            {
-                out.push(c);
-            }
-            line.clear();
-        }
-    }
-    if memchr::memmem::find(&line, b"launch(cfg=").is_some()
-        && let Some(c) = LoggedConfig::parse(&String::from_utf8_lossy(&line))
-    {
-        out.push(c);
-    }
+    let mut parse = ParseOnce::default();
+    let mut out = Vec::new();
+    // A read error ends the search: what was found so far counts.
+    let _ = crate::scan::inputs::find_lines(reader, NEEDLE, CONFIG_SEARCH as u64, |line| {
+        out.extend(parse.config(line))
+    });
     out
 }
+
+/// What finds a config line: PithTrain's `launch(cfg=` (with or without the `| ` before it).
+const NEEDLE: &[u8] = b"launch(cfg=";
+
+/// [`LoggedConfig::parse`], once per distinct line: a log may repeat one config line thousands
+/// of times.
+#[derive(Default)]
+struct ParseOnce(std::collections::HashMap<Vec<u8>, Option<LoggedConfig>>);
+
+impl ParseOnce {
+    fn config(&mut self, line: &[u8]) -> Option<LoggedConfig> {
+        if let Some(c) = self.0.get(line) {
+            return c.clone();
+        }
+        let c = LoggedConfig::parse(&String::from_utf8_lossy(line));
+        self.0.insert(line.to_vec(), c.clone());
+        c
+    }
+}
+
+/// How far into a log (decompressed) its config lines are looked for: a run prints its config
+/// when it launches, and a log of gigabytes is not read a second time for launches deep inside
+/// it (a run that starts past this reads as one without a config line: its changes are not
+/// offered).
+const CONFIG_SEARCH: usize = 64 << 20;
 
 /// [`config_lines`] of a mapped log: each `launch(cfg=` found in its first [`CONFIG_SEARCH`]
 /// bytes, the line it stands on (its first [`crate::scan::LINE_CAP`] bytes; a needle past them
 /// is not seen), once per line.
-/// How far into a big log its config lines are looked for: a run prints its config when it
-/// launches, and a log of gigabytes is not read a second time for launches deep inside it (a
-/// run that starts past this reads as one without a config line: its changes are not offered).
-const CONFIG_SEARCH: usize = 64 << 20;
-
 fn config_lines_mapped(map: &crate::scan::mapped::Mapped) -> Vec<LoggedConfig> {
-    const NEEDLE: &[u8] = b"launch(cfg=";
     let cap = crate::scan::LINE_CAP;
     let mut out = Vec::new();
     let mut last_start = None;
-    let mut parsed: std::collections::HashMap<Vec<u8>, Option<LoggedConfig>> = Default::default();
+    let mut parse = ParseOnce::default();
     crate::scan::inputs::map_find_all(map, NEEDLE, CONFIG_SEARCH, |hit| {
         let bytes = map.bytes();
         let back = hit.saturating_sub(cap);
@@ -803,17 +804,7 @@ fn config_lines_mapped(map: &crate::scan::mapped::Mapped) -> Vec<LoggedConfig> {
         if hit + NEEDLE.len() > end {
             return;
         }
-        // A log may repeat one config line thousands of times: each text is parsed once.
-        let line = &bytes[start..end];
-        let parsed = match parsed.get(line) {
-            Some(c) => c.clone(),
-            None => {
-                let c = LoggedConfig::parse(&String::from_utf8_lossy(line));
-                parsed.insert(line.to_vec(), c.clone());
-                c
-            }
-        };
-        out.extend(parsed);
+        out.extend(parse.config(&bytes[start..end]));
     });
     out
 }

@@ -143,7 +143,13 @@ impl ReportBuilder {
     /// Says that the input being read ended with `tail` (its last bytes, [`crash::TAIL_BYTES`]
     /// at most): the exception of a traceback there ended the run being read.
     pub fn end_source(&mut self, tail: &[u8]) {
-        if let Some(exception) = crash::last_exception(tail) {
+        self.end_source_with(crash::last_exception(tail));
+    }
+
+    /// [`Self::end_source`] with the exception already read off the input's tail (by the
+    /// thread that scanned it).
+    pub fn end_source_with(&mut self, exception: Option<crash::Exception>) {
+        if let Some(exception) = exception {
             self.run().exception = Some(exception);
         }
     }

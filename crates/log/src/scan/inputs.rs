@@ -276,6 +276,78 @@ pub fn map_find_all(
     }
 }
 
+/// The lines of `reader`'s first `limit` bytes that hold `needle` within their first
+/// [`super::LINE_CAP`] bytes, each handed to `f` once (those bytes, without the `\n`), in
+/// order: what [`map_find_all`] finds in a mapped file, for a stream. The text is searched a
+/// chunk at a time at memmem speed, not line by line; an unfinished line is carried into the
+/// next chunk, at most its first `LINE_CAP` bytes.
+pub fn find_lines(
+    reader: impl Read,
+    needle: &[u8],
+    limit: u64,
+    mut f: impl FnMut(&[u8]),
+) -> io::Result<()> {
+    let cap = super::LINE_CAP;
+    let finder = memchr::memmem::Finder::new(needle);
+    let mut reader = reader.take(limit);
+    let mut buf: Vec<u8> = Vec::with_capacity(super::CHUNK + cap);
+    // The carried line is longer than `cap`: what follows it up to its newline is dropped.
+    let mut dropping = false;
+    loop {
+        let old = buf.len();
+        buf.resize(old + super::CHUNK, 0);
+        let n = loop {
+            match reader.read(&mut buf[old..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                read => break read?,
+            }
+        };
+        buf.truncate(old + n);
+        if dropping {
+            match memchr::memchr(b'\n', &buf[old..]) {
+                Some(at) => {
+                    buf.drain(old..old + at);
+                    dropping = false;
+                }
+                None => {
+                    buf.truncate(old);
+                    if n > 0 {
+                        continue;
+                    }
+                }
+            }
+        }
+        let eof = n == 0;
+        let whole = if eof {
+            buf.len()
+        } else {
+            memchr::memrchr(b'\n', &buf).map_or(0, |at| at + 1)
+        };
+        let region = &buf[..whole];
+        let mut last_start = None;
+        for hit in finder.find_iter(region) {
+            let start = memchr::memrchr(b'\n', &region[..hit]).map_or(0, |at| at + 1);
+            if last_start == Some(start) || hit + needle.len() > start + cap {
+                continue;
+            }
+            last_start = Some(start);
+            let cap_end = (start + cap).min(region.len());
+            let end = memchr::memchr(b'\n', &region[start..cap_end]).map_or(cap_end, |i| start + i);
+            if hit + needle.len() <= end {
+                f(&region[start..end]);
+            }
+        }
+        if eof {
+            return Ok(());
+        }
+        buf.drain(..whole);
+        if buf.len() > cap {
+            buf.truncate(cap);
+            dropping = true;
+        }
+    }
+}
+
 /// Whether `bytes` hold a NUL byte, looked for on all cores.
 pub fn has_nul(bytes: &[u8]) -> bool {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -292,6 +364,58 @@ pub fn has_nul(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`find_lines`] on a reader that hands over a few bytes at a time finds what splitting
+    /// the text into lines finds: needles across chunk boundaries, in lines far longer than a
+    /// chunk (seen within the first LINE_CAP bytes only), twice on one line, at the end
+    /// without a newline.
+    #[test]
+    fn find_lines_finds_what_a_split_into_lines_finds() {
+        struct Dribble<'a>(&'a [u8], usize);
+        impl Read for Dribble<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                // Reads of varying size, some far smaller than a chunk.
+                self.1 = (self.1 * 7 + 3) % 5;
+                let n = buf
+                    .len()
+                    .min(self.0.len())
+                    .min([1, 100, 70_000, 1 << 20, 3 << 20][self.1]);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let cap = crate::scan::LINE_CAP;
+        let mut text = Vec::new();
+        text.extend_from_slice(b"NEEDLE at the start\n");
+        text.extend(std::iter::repeat_n(b'x', super::super::CHUNK - 3));
+        text.extend_from_slice(b"NEEDLE across the first chunk's end\n");
+        text.extend_from_slice(b"a NEEDLE and a NEEDLE on one line\n");
+        text.extend(std::iter::repeat_n(b'y', cap - 10));
+        text.extend_from_slice(b"NEEDLE past the cap\n");
+        text.extend(std::iter::repeat_n(b'z', cap - 20));
+        text.extend_from_slice(b"NEEDLE within the cap");
+        text.extend(std::iter::repeat_n(b'z', 3 << 20));
+        text.extend_from_slice(b"NEEDLE deep in a 3 MiB line\n");
+        for i in 0..2000 {
+            text.extend_from_slice(format!("line {i} NEEDLE\n").as_bytes());
+        }
+        text.extend_from_slice(b"last NEEDLE without a newline");
+        let naive: Vec<Vec<u8>> = text
+            .split(|&b| b == b'\n')
+            .map(|line| &line[..line.len().min(cap)])
+            .filter(|line| memchr::memmem::find(line, b"NEEDLE").is_some())
+            .map(<[u8]>::to_vec)
+            .collect();
+        let mut found = Vec::new();
+        find_lines(Dribble(&text, 0), b"NEEDLE", u64::MAX, |l| {
+            found.push(l.to_vec())
+        })
+        .unwrap();
+        assert_eq!(found.len(), naive.len());
+        assert!(found == naive, "find_lines differs from the split");
+        assert_eq!(naive.len(), 2000 + 5);
+    }
 
     #[test]
     fn binary_data_is_not_opened_as_text_even_compressed() {

@@ -33,8 +33,9 @@ pub struct Collected {
     pub launches: bool,
     /// The NUL bytes the reading left out.
     pub nuls: inputs::NulSkipped,
-    /// The file's last bytes ([`crate::crash::TailKeeper`]).
-    pub tail: Vec<u8>,
+    /// The exception of a traceback at the file's end ([`crate::crash::last_exception`]),
+    /// read on the worker: most of the fold's work per file otherwise.
+    pub exception: Option<crate::crash::Exception>,
 }
 
 #[derive(Debug)]
@@ -113,10 +114,11 @@ impl Collected {
     }
 }
 
-/// The outcome of one file: its text, or `None` when it holds binary data.
-pub type Scanned = io::Result<Option<Collected>>;
+/// The outcome of one file: its text and what `also` found in it, or `None` when it holds
+/// binary data.
+pub type Scanned<T> = io::Result<Option<(Collected, T)>>;
 
-fn scan_one(path: &std::path::Path) -> Scanned {
+fn scan_one<T>(path: &std::path::Path, also: impl Fn(&std::path::Path) -> T) -> Scanned<T> {
     let Some((reader, launches, nuls)) = inputs::open_text_head(path)? else {
         return Ok(None);
     };
@@ -127,19 +129,22 @@ fn scan_one(path: &std::path::Path) -> Scanned {
     let mut reader = crate::crash::TailKeeper::new(reader);
     collected.counts =
         lines::scan_serial(&mut reader, Mode::FoldSteps, |item| collected.keep(item))?;
-    collected.tail = reader.tail().to_vec();
+    collected.exception = crate::crash::last_exception(reader.tail());
     collected.nuls = nuls.get();
-    Ok(Some(collected))
+    Ok(Some((collected, also(path))))
 }
 
 /// Scans `files` on all cores and calls `fold(index, outcome)` for each, in input order; see
-/// the module doc.
-pub fn scan_files<E>(
+/// the module doc. The worker that scanned a text file also runs `also` on it (a second
+/// look at a file in the page cache, on all cores rather than on the folding thread).
+pub fn scan_files<T: Send, E>(
     files: &[PathBuf],
-    fold: impl FnMut(usize, Scanned) -> Result<(), E>,
+    also: impl Fn(&std::path::Path) -> T + Sync,
+    fold: impl FnMut(usize, Scanned<T>) -> Result<(), E>,
 ) -> Result<(), E> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    super::ordered::ordered(files.len(), workers, AHEAD, |i| scan_one(&files[i]), fold)
+    let work = |i: usize| scan_one(&files[i], &also);
+    super::ordered::ordered(files.len(), workers, AHEAD, work, fold)
 }
 
 #[cfg(test)]
@@ -159,15 +164,19 @@ mod tests {
             })
             .collect();
         let mut seen = Vec::new();
-        scan_files(&files, |index, outcome| -> Result<(), ()> {
-            let collected = outcome.unwrap().unwrap();
-            collected.replay(|item| {
-                if let Item::Line(line, _) = item {
-                    seen.push((index, String::from_utf8_lossy(line).into_owned()));
-                }
-            });
-            Ok(())
-        })
+        scan_files(
+            &files,
+            |_| (),
+            |index, outcome| -> Result<(), ()> {
+                let (collected, ()) = outcome.unwrap().unwrap();
+                collected.replay(|item| {
+                    if let Item::Line(line, _) = item {
+                        seen.push((index, String::from_utf8_lossy(line).into_owned()));
+                    }
+                });
+                Ok(())
+            },
+        )
         .unwrap();
         let want: Vec<(usize, String)> = (0..40).map(|i| (i, format!("[rank={i}] x"))).collect();
         assert_eq!(seen, want);
@@ -184,10 +193,14 @@ mod tests {
             })
             .collect();
         let mut folded = 0;
-        let err = scan_files(&files, |index, _| {
-            folded += 1;
-            if index == 3 { Err(index) } else { Ok(()) }
-        });
+        let err = scan_files(
+            &files,
+            |_| (),
+            |index, _| {
+                folded += 1;
+                if index == 3 { Err(index) } else { Ok(()) }
+            },
+        );
         assert_eq!((err, folded), (Err(3), 4));
     }
 
@@ -196,10 +209,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = [dir.path().join("gone.log"), dir.path().join("gone2.log")];
         let mut errors = 0;
-        scan_files(&files, |_, outcome| -> Result<(), ()> {
-            errors += usize::from(outcome.is_err());
-            Ok(())
-        })
+        scan_files(
+            &files,
+            |_| (),
+            |_, outcome| -> Result<(), ()> {
+                errors += usize::from(outcome.is_err());
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(errors, 2);
     }
