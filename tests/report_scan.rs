@@ -53,7 +53,7 @@ fn line_by_line(files: &[PathBuf]) -> String {
     }
     let mut report = builder.finish(names);
     joined::attach_snapshots(&mut report, &[]);
-    memprints_log::whatif::attach(&mut report, &[]);
+    memprints_log::whatif::attach(&mut report, &[], None);
     render::json(&report)
 }
 

@@ -109,16 +109,20 @@ fn many_items(path: &Path) -> Option<(Vec<Seen>, ScanCounts)> {
     let mut seen = Normalised::default();
     let mut counts = ScanCounts::default();
     let mut text = true;
-    many::scan_files(&[path.to_path_buf()], |_, outcome| -> Result<(), ()> {
-        match outcome.unwrap() {
-            Some(collected) => {
-                collected.replay(|item| seen.item(item));
-                counts = collected.counts;
+    many::scan_files(
+        &[path.to_path_buf()],
+        |_| (),
+        |_, outcome| -> Result<(), ()> {
+            match outcome.unwrap() {
+                Some((collected, ())) => {
+                    collected.replay(|item| seen.item(item));
+                    counts = collected.counts;
+                }
+                None => text = false,
             }
-            None => text = false,
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .unwrap();
     text.then_some((seen.0, counts))
 }

@@ -703,7 +703,7 @@ pub struct SavedTensor {
     /// Its shape; `None` when the printed one is not a tuple of integers.
     pub shape: Option<Vec<u64>>,
     /// Its dtype without the `torch.` prefix.
-    pub dtype: String,
+    pub dtype: std::borrow::Cow<'static, str>,
     /// Its size in bytes.
     pub size: i64,
     /// Where `size` comes from.

@@ -692,6 +692,17 @@ impl RankState {
                 last = Some((seq, probe));
             }
         }
+        // A run of 10,000 ranks holds every rank's report to the end: no room to spare (a
+        // vector grown by doubling is a quarter empty on average).
+        r.pipeline.shrink_to_fit();
+        r.layers.shrink_to_fit();
+        r.experts.shrink_to_fit();
+        r.saved_tensors.shrink_to_fit();
+        for group in &mut r.saved_tensors {
+            group.tensors.shrink_to_fit();
+        }
+        r.setup.shrink_to_fit();
+        r.passes.shrink_to_fit();
         r.last_point = last.map(|(_, mut point)| {
             if point.source == PointSource::Pipeline {
                 point.label = r

@@ -25,17 +25,16 @@ use crate::schema::{
     SavedGroup, SavedTensor, SizeFrom,
 };
 
-/// A detail print of the pass being read: where its bytes are (in [`OpenPass::raw`], or in the
-/// mapped file being read), how many of the pass's pipeline prints came before it, and its
-/// place among the rank's prints.
+/// A detail print of the pass being read: how many of the pass's pipeline prints came before
+/// it, and its place among the rank's prints (from the pass's first). Where its bytes are is
+/// not kept here: they are the next line of [`OpenPass::raw`], or, when that line is empty,
+/// the next place of [`OpenPass::mapped`]. Eight bytes a print: a run of 10,000 ranks holds
+/// every rank's open pass until the logs end.
 struct Deferred {
-    /// In the map, or in `raw`.
-    mapped: bool,
-    /// Its length: at most a line's [`crate::scan::LINE_CAP`].
-    len: u32,
     pipeline_at: u32,
-    start: usize,
-    seq: u64,
+    /// `seq` less [`OpenPass::first_seq`], saturated: a pass of 4G prints (a log of hundreds
+    /// of GB for one step) orders the rest as the last.
+    seq: u32,
 }
 
 /// The pass a rank is in: its pipeline entries, parsed, and its detail prints, raw.
@@ -43,8 +42,14 @@ struct Deferred {
 pub struct OpenPass {
     index: u32,
     pipeline: Vec<PipelineEntry>,
+    /// The detail prints, each ended by a `\n` (a print holds none); an empty line stands for
+    /// a print read from the mapped file.
     raw: Vec<u8>,
+    /// Where the prints read from the mapped file are in it, in order: start and length.
+    mapped: Vec<(usize, u32)>,
     deferred: Vec<Deferred>,
+    /// The `seq` of the pass's first detail print.
+    first_seq: u64,
 }
 
 /// A pass read in detail: what goes into the rank's report, positions relative to the pass.
@@ -105,22 +110,22 @@ impl Passes {
     /// in the mapped file being read; `seq` is its place among the rank's prints.
     pub fn defer(&mut self, print: &[u8], mapped_at: Option<usize>, seq: u64) {
         let open = &mut self.open;
-        let (mapped, start) = match mapped_at {
-            Some(at) => (true, at),
-            None => {
-                let start = open.raw.len();
-                open.raw.extend_from_slice(print);
-                (false, start)
-            }
-        };
-        // A line's bytes are capped at 64 KiB, and a pass of more than 4G pipeline prints
-        // would be a log of hundreds of GB for one step: the casts keep the record small.
+        if open.deferred.is_empty() {
+            open.first_seq = seq;
+        }
+        match mapped_at {
+            // A line's bytes are capped at 64 KiB: the length fits.
+            Some(at) => open
+                .mapped
+                .push((at, u32::try_from(print.len()).unwrap_or(u32::MAX))),
+            None => open.raw.extend_from_slice(print),
+        }
+        open.raw.push(b'\n');
+        // A pass of more than 4G pipeline prints would be a log of hundreds of GB for one
+        // step: the casts keep the record small.
         open.deferred.push(Deferred {
-            mapped,
-            len: u32::try_from(print.len()).unwrap_or(u32::MAX),
             pipeline_at: u32::try_from(open.pipeline.len()).unwrap_or(u32::MAX),
-            start,
-            seq,
+            seq: u32::try_from(seq - open.first_seq).unwrap_or(u32::MAX),
         });
     }
 
@@ -154,14 +159,17 @@ impl Passes {
         self.not_read += open.deferred.len() as u64;
         let OpenPass {
             mut raw,
+            mut mapped,
             mut deferred,
             mut pipeline,
             ..
         } = open;
         raw.clear();
+        mapped.clear();
         deferred.clear();
         pipeline.clear();
         self.open.raw = raw;
+        self.open.mapped = mapped;
         self.open.deferred = deferred;
         self.open.pipeline = pipeline;
     }
@@ -231,15 +239,22 @@ fn read_detail(open: OpenPass, map: Option<&[u8]>) -> KeptPass {
         ..KeptPass::default()
     };
     let mut fold = DetailFold::default();
+    let mut lines = open.raw.split(|&b| b == b'\n');
+    let mut mapped = open.mapped.iter();
     for d in &open.deferred {
-        let end = d.start + d.len as usize;
-        let print = match (d.mapped, map) {
-            (true, Some(map)) => &map[d.start..end],
-            (true, None) => unreachable!("a print deferred by its place in a map comes with it"),
-            (false, _) => &open.raw[d.start..end],
+        let line = lines.next().unwrap_or_default();
+        // A print is never empty (it holds its tag): an empty line is a mapped one's.
+        let in_map = if line.is_empty() { mapped.next() } else { None };
+        let print = match (line, in_map, map) {
+            (_, Some(&(start, len)), Some(map)) => &map[start..start + len as usize],
+            (_, Some(_), None) => {
+                unreachable!("a print deferred by its place in a map comes with it")
+            }
+            (line, None, _) => line,
         };
+        let seq = open.first_seq + u64::from(d.seq);
         let folded = parse_print(print)
-            .is_some_and(|p| fold.event(&mut kept, p.event, d.pipeline_at as usize, d.seq));
+            .is_some_and(|p| fold.event(&mut kept, p.event, d.pipeline_at as usize, seq));
         if !folded {
             kept.unparsed.push(print.to_vec());
         }
@@ -294,7 +309,7 @@ impl DetailFold {
                 group.tensors.push(SavedTensor {
                     weight,
                     shape,
-                    dtype: dtype.strip_prefix("torch.").unwrap_or(dtype).to_owned(),
+                    dtype: saved::dtype_name(dtype),
                     size,
                     size_from,
                     bytes_exact,
@@ -419,12 +434,15 @@ pub fn split_tensor(label: &str) -> Option<(&str, &str, &str)> {
 /// `(4096, 2048)` → `[4096, 2048]`; `()` → `[]`; anything else → `None`.
 pub fn parse_shape(text: &str) -> Option<Vec<u64>> {
     let inner = text.strip_prefix('(')?.strip_suffix(')')?;
-    inner
+    let mut dims: Vec<u64> = inner
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| s.parse().ok())
-        .collect()
+        .collect::<Option<_>>()?;
+    // Held for every tensor of every rank to the end: no room to spare.
+    dims.shrink_to_fit();
+    Some(dims)
 }
 
 /// The number right after the first `word` that is followed by a digit (`layer5` → 5).

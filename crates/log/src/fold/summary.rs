@@ -135,11 +135,17 @@ pub fn across_ranks(ranks: &[RankReport]) -> Summary {
         s.min_allocated = s.min_allocated.min(p.allocated);
     }
     let stages: Vec<StagePeak> = by_stage.into_values().collect();
-    let imbalance = match (
-        stages.iter().rev().max_by_key(|s| s.max_allocated),
-        stages.iter().min_by_key(|s| s.max_allocated),
-    ) {
-        (Some(hi), Some(lo)) if stages.len() > 1 => {
+    let highest = stages.iter().rev().max_by_key(|s| s.max_allocated);
+    // Another stage than the highest, also when all peak alike (`pp=0` against itself says
+    // nothing).
+    let lowest = highest.and_then(|hi| {
+        stages
+            .iter()
+            .filter(|s| s.pp != hi.pp)
+            .min_by_key(|s| s.max_allocated)
+    });
+    let imbalance = match (highest, lowest) {
+        (Some(hi), Some(lo)) => {
             let spread = hi.max_allocated - lo.max_allocated;
             Some(Imbalance {
                 highest_pp: hi.pp,
@@ -300,6 +306,18 @@ mod tests {
         let imb = s.imbalance.as_ref().unwrap();
         assert_eq!((imb.highest_pp, imb.lowest_pp, imb.spread), (1, 0, 8 * G));
         assert!((imb.ratio - 0.4).abs() < 1e-12);
+    }
+
+    /// Stages that peak alike compare two different stages (it said `pp=0 … pp=0`).
+    #[test]
+    fn stages_that_peak_alike_compare_two_stages() {
+        let r = build(&[
+            pipe(0, 0, "Step1 F0 i=0", "10.00"),
+            pipe(1, 1, "Step1 F0 i=0", "10.00"),
+            pipe(2, 2, "Step1 F0 i=0", "10.00"),
+        ]);
+        let imb = r.summary.imbalance.as_ref().unwrap();
+        assert_eq!((imb.highest_pp, imb.lowest_pp, imb.spread), (0, 1, 0));
     }
 
     #[test]

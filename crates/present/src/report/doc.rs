@@ -126,7 +126,7 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
     let s = &run.stats;
     out.push(Block::Text(format!(
         "From {}: {}, {} unparsed.",
-        run.sources.join(", "),
+        sources_text(&run.sources),
         plural(s.memory_lines, "memory print", "memory prints"),
         s.unparsed_memory_lines
     )));
@@ -177,8 +177,69 @@ fn run_section(n: usize, run: &Run, out: &mut Vec<Block>) {
     estimate_section::render(run, out);
     whatif::what_if_section(run, out);
     across_ranks(run, out);
-    for rank in &run.ranks {
+    let shown = shown_ranks(run);
+    if shown.len() < run.ranks.len() {
+        out.push(Block::Text(format!(
+            "Sections of {} of the run's {} ranks below: the highest rank and the highest of \
+             each pipeline stage{}. `--ranks R,…` shows any other; `--format json` has every \
+             rank.",
+            shown.len(),
+            run.ranks.len(),
+            if run.oom.as_ref().is_some_and(|o| !o.ranks.is_empty()) {
+                ", and the ranks that ran out of memory"
+            } else {
+                ""
+            }
+        )));
+    }
+    for rank in shown {
         rank_section(rank, out);
+    }
+}
+
+/// How many ranks a run may have for every one to get its section; a bigger run shows those of
+/// [`shown_ranks`] (a section is some 170 lines: 1,024 of them would be a book nobody reads).
+const RANK_SECTIONS: usize = 16;
+
+/// The ranks whose sections a run shows: all of them up to [`RANK_SECTIONS`], else the highest
+/// rank, the highest of each pipeline stage and the ranks that ran out of memory, at most
+/// `RANK_SECTIONS`, in rank order.
+pub(crate) fn shown_ranks(run: &Run) -> Vec<&RankReport> {
+    if run.ranks.len() <= RANK_SECTIONS {
+        return run.ranks.iter().collect();
+    }
+    let sum = &run.summary;
+    let mut wanted: Vec<u32> = sum.peak_rank.into_iter().collect();
+    if let Some(oom) = &run.oom {
+        wanted.extend(&oom.ranks);
+    }
+    for stage in &sum.stages {
+        let highest = sum
+            .peaks
+            .iter()
+            .filter(|p| p.pp == Some(stage.pp))
+            .rev()
+            .max_by_key(|p| p.allocated);
+        wanted.extend(highest.map(|p| p.rank));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    wanted.retain(|r| seen.insert(*r));
+    wanted.truncate(RANK_SECTIONS);
+    wanted.sort_unstable();
+    run.ranks
+        .iter()
+        .filter(|r| wanted.binary_search(&r.rank).is_ok())
+        .collect()
+}
+
+/// A run's sources as its heading's sentence names them: all of a few, the first and the last
+/// of many.
+fn sources_text(sources: &[String]) -> String {
+    match sources {
+        [first, .., last] if sources.len() > 8 => {
+            format!("{} files ({first} … {last})", sources.len())
+        }
+        _ => sources.join(", "),
     }
 }
 
@@ -829,6 +890,44 @@ fn breakdown_table(b: &Breakdown) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run of 40 ranks over 4 stages, rank 21 the highest: its text shows the sections of
+    /// the highest of each stage (21, and 0, 1, 3: the first of equal peaks) and says so.
+    #[test]
+    fn a_big_run_shows_the_sections_of_its_highest_ranks() {
+        let mut b = memprints_log::ReportBuilder::new(None);
+        for rank in 0..40u32 {
+            let alloc = if rank == 21 { "9.00" } else { "1.00" };
+            b.line(
+                format!("[rank={rank} pp={}] Before pipeline: {alloc} GiB | alloc={alloc} cached=0.00 non-pt=1.00", rank % 4)
+                    .as_bytes(),
+            );
+        }
+        let report = b.finish(vec!["a.log".into()]);
+        let text = crate::report::render_text(&report, false, None);
+        let sections: Vec<&str> = text.lines().filter(|l| l.starts_with("Rank ")).collect();
+        assert_eq!(
+            sections,
+            [
+                "Rank 0 (pp=0)",
+                "Rank 2 (pp=2)",
+                "Rank 3 (pp=3)",
+                "Rank 21 (pp=1)"
+            ]
+        );
+        assert!(
+            text.contains("Sections of 4 of the run's 40 ranks below"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn many_sources_are_named_by_their_count_first_and_last() {
+        let few: Vec<String> = (0..8).map(|i| format!("r{i}.log")).collect();
+        assert_eq!(sources_text(&few), few.join(", "));
+        let many: Vec<String> = (0..1024).map(|i| format!("r{i}.log")).collect();
+        assert_eq!(sources_text(&many), "1024 files (r0.log … r1023.log)");
+    }
 
     #[test]
     fn shapes_print_like_python_tuples() {

@@ -239,9 +239,12 @@ fn charts(run: &Run, n: usize, out: &mut String, headings: &mut Headings) {
     } else {
         format!("-{}", n + 1)
     };
-    let ranks: Vec<&RankReport> = run
-        .ranks
+    // The ranks whose sections the page shows: a line or a bar for each of 10,000 ranks is
+    // tens of MB of SVG nobody can tell apart.
+    let shown = super::doc::shown_ranks(run);
+    let ranks: Vec<&RankReport> = shown
         .iter()
+        .copied()
         .filter(|r| !r.pipeline.is_empty())
         .collect();
     if !ranks.is_empty() {
@@ -255,8 +258,7 @@ fn charts(run: &Run, n: usize, out: &mut String, headings: &mut Headings) {
         ));
         out.push('\n');
     }
-    let breakdowns: Vec<_> = run
-        .ranks
+    let breakdowns: Vec<_> = shown
         .iter()
         .filter_map(|r| Some((r.rank, breakdown_parts(r.breakdown.as_ref()?))))
         .collect();

@@ -2,17 +2,22 @@
 //!
 //! Contract: [`write`] writes exactly what `serde_json::to_writer` (or `to_writer_pretty`)
 //! writes for the report, and a newline. On one line, the ranks of each run, nearly all of the
-//! bytes, are rendered on all cores first ([`Report::try_map_ranks`] into raw JSON values) and
-//! the document is then written around them: a rank's JSON on one line does not depend on where
-//! it sits, so the document is the same byte for byte. [`schema`] is the JSON Schema of that
-//! output, generated from the report's types (`schema/report.schema.json`).
+//! bytes, are rendered on all cores, [`BATCH`] ranks at a time, into raw JSON values as the
+//! writer reaches them ([`Report::try_map_ranks`] into [`Batched`]), and the document is
+//! written around them: a rank's JSON on one line does not depend on where it sits, so the
+//! document is the same byte for byte, and what is held at once is one batch, not the whole
+//! output (a run of 10,000 ranks is hundreds of MB of JSON). [`schema`] is the JSON Schema of
+//! that output, generated from the report's types (`schema/report.schema.json`).
 
+use std::cell::RefCell;
 use std::io::{self, Write as _};
 
 use rayon::prelude::*;
 use serde_json::value::RawValue;
 
 use memprints_log::Report;
+use memprints_log::schema::RankReport;
+use serde::{Serialize, Serializer};
 
 use crate::json_schema;
 
@@ -39,16 +44,65 @@ pub fn write(report: &Report, pretty: bool, out: impl io::Write) -> io::Result<(
     if pretty {
         serde_json::to_writer_pretty(&mut text, report)?;
     } else {
-        let ahead: Report<Box<RawValue>> = report.try_map_ranks(|ranks| {
-            ranks
-                .par_iter()
-                .map(serde_json::value::to_raw_value)
-                .collect::<serde_json::Result<Vec<_>>>()
+        let runs: Vec<Batches> = report.runs.iter().map(|r| Batches::new(&r.ranks)).collect();
+        let mut run = 0;
+        let ahead = report.try_map_ranks(|ranks| {
+            let batches = &runs[run];
+            run += 1;
+            Ok::<_, io::Error>(
+                (0..ranks.len())
+                    .map(|index| Batched { batches, index })
+                    .collect(),
+            )
         })?;
         serde_json::to_writer(&mut text, &ahead)?;
     }
     text.write_all(b"\n")?;
     text.flush()
+}
+
+/// How many ranks' JSON is rendered at once, on all cores.
+const BATCH: usize = 256;
+
+/// One run's ranks, rendered a batch at a time as the writer asks for them (in order).
+struct Batches<'a> {
+    ranks: &'a [RankReport],
+    /// The first rank of the batch rendered, and its ranks' JSON.
+    rendered: RefCell<(usize, Vec<Box<RawValue>>)>,
+}
+
+impl<'a> Batches<'a> {
+    fn new(ranks: &'a [RankReport]) -> Self {
+        Batches {
+            ranks,
+            rendered: RefCell::new((0, Vec::new())),
+        }
+    }
+}
+
+/// Rank `index` of a run, written as its batch's raw JSON.
+struct Batched<'a> {
+    batches: &'a Batches<'a>,
+    index: usize,
+}
+
+impl Serialize for Batched<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut rendered = self.batches.rendered.borrow_mut();
+        let (start, json) = &mut *rendered;
+        if !(*start..*start + json.len()).contains(&self.index) {
+            // The previous batch goes before the next is made: one is held at a time.
+            json.clear();
+            let end = (self.index + BATCH).min(self.batches.ranks.len());
+            *json = self.batches.ranks[self.index..end]
+                .par_iter()
+                .map(serde_json::value::to_raw_value)
+                .collect::<serde_json::Result<Vec<_>>>()
+                .map_err(serde::ser::Error::custom)?;
+            *start = self.index;
+        }
+        json[self.index - *start].serialize(serializer)
+    }
 }
 
 #[cfg(test)]

@@ -66,8 +66,30 @@ pub fn memory_view(run: &Run, out: &mut Vec<Block>) {
         step_rows(steps, &mut table);
     }
     out.push(Block::Table(table));
+    let failed: Vec<&SnapshotView> = view
+        .snapshots
+        .iter()
+        .filter(|s| s.error.is_some())
+        .collect();
+    if failed.len() > SNAPSHOT_WARNINGS {
+        // One warning for many ranks' snapshots (a folder of per-rank logs whose snapshots
+        // were not copied along), not one each.
+        let first = failed[0];
+        out.push(Block::Note {
+            tone: Tone::Warning,
+            text: format!(
+                "{} of the run's {} memory snapshots were not read; the first, the {}: {}.",
+                failed.len(),
+                view.snapshots.len(),
+                snapshot_name(first),
+                first.error.as_deref().unwrap_or_default(),
+            ),
+        });
+    }
     for s in &view.snapshots {
-        snapshot_blocks(s, out);
+        if s.error.is_none() || failed.len() <= SNAPSHOT_WARNINGS {
+            snapshot_blocks(s, out);
+        }
     }
     if view.snapshots.is_empty() {
         out.push(Block::Text(
@@ -87,6 +109,9 @@ pub fn memory_view(run: &Run, out: &mut Vec<Block>) {
         );
     }
 }
+
+/// How many snapshots that were not read get a warning each; more get one for all.
+const SNAPSHOT_WARNINGS: usize = 3;
 
 fn snapshot_name(s: &SnapshotView) -> String {
     match s.rank {

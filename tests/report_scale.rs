@@ -1,0 +1,97 @@
+//! `memprints report` on a folder of many per-rank logs, as a big run writes them (issue 24,
+//! item 10): one run of every rank, and a text report a person can read — the sections of the
+//! ranks that matter, one warning for the snapshots not found, the files named by their count.
+//!
+//! The logs are the kept real one-GPU log (`tests/data/e2e/qwen3-tiny-pp1-instr.log`) re-ranked:
+//! rank R's file holds its prints (`[rank=R …]`, its snapshot path) and the log's other lines,
+//! but PithTrain's INFO lines (the config dump, the step lines) in rank 0's file only, as its
+//! logger writes them on rank 0 alone.
+
+mod support;
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use support::root;
+
+const RANKS: u32 = 40;
+const PP: u32 = 4;
+
+fn write_folder(dir: &Path) {
+    let real = std::fs::read_to_string(root().join("tests/data/e2e/qwen3-tiny-pp1-instr.log"))
+        .expect("the kept real log");
+    for rank in 0..RANKS {
+        let mut text = String::new();
+        for line in real.lines() {
+            if line.starts_with("E2E_") || (rank != 0 && line.contains(" | INFO | ")) {
+                continue;
+            }
+            let line = line
+                .replacen(
+                    "[rank=0 pp=0]",
+                    &format!("[rank={rank} pp={}]", rank % PP),
+                    1,
+                )
+                .replacen("[rank=0]", &format!("[rank={rank}]"), 1)
+                .replace("_rank0_", &format!("_rank{rank}_"));
+            text += &line;
+            text.push('\n');
+        }
+        std::fs::write(dir.join(format!("rank{rank:04}.log")), text).unwrap();
+    }
+}
+
+fn report(dir: &Path, format: &str) -> String {
+    let out = Command::cargo_bin("memprints")
+        .expect("the memprints binary")
+        .args(["report", "--format", format])
+        .arg(dir)
+        .env("NO_COLOR", "1")
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
+#[test]
+fn a_folder_of_per_rank_logs_is_one_run_of_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    write_folder(dir.path());
+    let json: Value = serde_json::from_str(&report(dir.path(), "json")).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "one launch (rank 0's config line), one run");
+    assert_eq!(runs[0]["ranks"].as_array().unwrap().len(), RANKS as usize);
+    // Every rank keeps its detail in JSON, whatever the text shows.
+    assert!(
+        runs[0]["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| !r["saved_tensors"].as_array().unwrap().is_empty())
+    );
+}
+
+#[test]
+fn the_text_of_a_big_run_shows_the_ranks_that_matter_and_one_snapshot_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    write_folder(dir.path());
+    let text = report(dir.path(), "text");
+    let sections = text.lines().filter(|l| l.starts_with("Rank ")).count();
+    assert_eq!(sections, PP as usize, "the highest of each stage:\n{text}");
+    assert!(text.contains(&format!(
+        "Sections of {PP} of the run's {RANKS} ranks below"
+    )));
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("memory snapshot"))
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(&format!("warning: {RANKS} of the run's {RANKS} memory")),
+        "{warnings:?}"
+    );
+    assert!(text.contains(&format!("From {RANKS} files (")), "{text}");
+    // Stages that peak alike are compared as two stages, not one with itself.
+    assert!(!text.contains("pp=0 peaks at 0.17 GiB, pp=0"), "{text}");
+}
