@@ -282,11 +282,17 @@ fn the_step0_snapshot_is_found_beside_the_log_and_set_beside_the_prints() {
     );
     let top = snap["top_stacks"].as_array().unwrap();
     assert_eq!(top.len(), 5);
-    // The two 32 MiB cuBLAS workspaces, named by the frame below the unwinder (issue 11).
+    // The two 32 MiB cuBLAS workspaces, owned by cuBLAS (issue 22), one asked for by the
+    // frame below the unwinder (issue 11), the other by the model line of the first matmul.
+    for g in &top[..2] {
+        assert_eq!(g["owner"], "cuBLAS/cuBLASLt workspace", "{g}");
+        assert_eq!(g["bytes"], 32 * MIB, "{g}");
+    }
     assert_eq!(
         top[0]["frame"],
-        "<cuBLAS workspace> at::cuda::getCurrentCUDABlasHandle()"
+        "<native only, no Python frame> torch/lib/libtorch_cuda.so:61126077 at::cuda::getCurrentCUDABlasHandle()"
     );
+    assert_eq!(top[1]["frame"], "pithtrain/models/qwen3_moe.py:163 forward");
     let steps = &view["steps"];
     assert_eq!(steps["profiled_step"], 1);
     assert_eq!(steps["profiled_step_peak"], gib("0.18"));
@@ -304,7 +310,8 @@ fn the_step0_snapshot_is_found_beside_the_log_and_set_beside_the_prints() {
          5.12 MiB may be its rounding): memory allocated and freed again between two prints"),
         "{text}"
     );
-    assert!(text.contains("<cuBLAS workspace> at::cuda::getCurrentCUDABlasHandle()"));
+    assert!(text.contains("at::cuda::getCurrentCUDABlasHandle()"));
+    assert!(text.contains("cuBLAS/cuBLASLt workspace"));
     assert!(text.contains("A later step peaks higher: 0.21 GiB at step 2, 0.03 GiB above step 1."));
 }
 
@@ -490,4 +497,88 @@ fn the_html_axis_prints_ticks_with_fixed_decimals() {
     assert!(html.contains(">0.15</text>"), "the 0.15 GiB tick");
     let noise = regex::Regex::new(r">\d+\.\d*0000\d+<").unwrap();
     assert!(!noise.is_match(&html), "{:?}", noise.find(&html));
+}
+
+/// Issue 22, item 2: with the rank's snapshot, the owners of every byte at the peak name the
+/// buffers by what they are (cuBLAS's workspace, FSDP's unsharded gradients and all-gather
+/// buffers, from the snapshot), never under a model line; every figure says where it came from,
+/// and the parts add up to the device total. Fails before the owners existed.
+#[test]
+fn every_byte_at_the_peak_has_an_owner_and_a_source() {
+    for (log, pickle) in [
+        (
+            "qwen3-tiny-pp1-instr.log",
+            "qwen3-tiny-pp1-instr-rank0-step0.pickle.gz",
+        ),
+        (
+            "dsv2-tiny-pp1-instr.log",
+            "dsv2-tiny-pp1-instr-rank0-step0.pickle.gz",
+        ),
+    ] {
+        let log = format!("{E2E}/{log}");
+        let pickle = format!("{E2E}/{pickle}");
+        let report = json(&[&log, "--snapshots", &pickle]);
+        let rank = &report["runs"][0]["ranks"][0];
+        let owners = &rank["owners"];
+        assert_eq!(owners["snapshot"], pickle.as_str());
+        let rows = owners["owners"].as_array().unwrap();
+        let find = |name: &str| rows.iter().find(|r| r["owner"] == name);
+        let workspace = find("cuBLAS/cuBLASLt workspace").expect("a workspace row");
+        assert_eq!(workspace["bytes"], 64 * MIB, "{log}");
+        assert_eq!(workspace["from"], "snapshot");
+        assert_eq!(workspace["kind"], "buffer");
+        assert!(
+            workspace["asked_by"]
+                .as_str()
+                .unwrap()
+                .starts_with("pithtrain/models/"),
+            "{workspace}"
+        );
+        let grads = find("FSDP unsharded gradients (accumulation)").expect("gradients");
+        assert_eq!(
+            (&grads["kind"], &grads["from"]),
+            (&"gradients".into(), &"snapshot".into())
+        );
+        assert!(
+            find("FSDP all-gather (unsharded weights)").is_some(),
+            "{log}"
+        );
+        for (name, from) in [
+            ("weights after setup", "prints"),
+            ("activations in flight", "arithmetic"),
+            ("allocator's unused reserve", "prints"),
+        ] {
+            assert_eq!(find(name).unwrap()["from"], from, "{name}");
+        }
+        // No buffer is filed under a model line: every row named after a model file is gone.
+        assert!(
+            rows.iter()
+                .all(|r| !r["owner"].as_str().unwrap().contains("pithtrain/"))
+        );
+        for r in rows {
+            assert!(["prints", "snapshot", "arithmetic"].contains(&r["from"].as_str().unwrap()));
+        }
+        let sum: i64 = rows
+            .iter()
+            .filter(|r| r["within"].is_null())
+            .filter_map(|r| r["bytes"].as_i64())
+            .sum();
+        assert_eq!(sum, owners["total"].as_i64().unwrap(), "{log}");
+        assert_eq!(owners["total"], rank["breakdown"]["total"]);
+        let saved = rows.iter().filter(|r| r["within"] == "activations").count();
+        assert!(saved >= 2, "{log}: saved tensors by layer and stage");
+
+        let text = stdout(&[&log, "--snapshots", &pickle]);
+        let summary = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("owners"))
+            .unwrap();
+        assert!(summary.contains("cuBLAS/cuBLASLt workspace"), "{summary}");
+        assert!(text.contains("Asked for by: "), "{text}");
+        for format in ["markdown", "html"] {
+            let out = stdout(&[&log, "--snapshots", &pickle, "--format", format]);
+            assert!(out.contains("cuBLAS/cuBLASLt workspace"), "{format}");
+            assert!(out.contains("FSDP unsharded gradients"), "{format}");
+        }
+    }
 }

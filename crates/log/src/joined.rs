@@ -26,7 +26,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::schema::{
-    HeldBy, MemoryView, PrintsPeak, Report, Run, SkippedInput, SnapshotView, StepsView,
+    HeldBy, MemoryView, PrintsPeak, Report, Run, SkippedInput, SnapshotOwner, SnapshotView,
+    StepsView,
 };
 
 /// Stack groups kept per snapshot.
@@ -155,6 +156,8 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
             gap_to_prints: None,
             prints_peak,
             top_stacks: Vec::new(),
+            peak_reserved: None,
+            owners: Vec::new(),
         };
         if let Some(path) = &w.found {
             let result = loaded.entry(path.clone()).or_insert_with(|| {
@@ -307,11 +310,24 @@ fn fill(view: &mut SnapshotView, report: &memprints_snapshot::SnapshotReport) {
     if view.rank.is_none() {
         view.rank = report.rank;
     }
+    view.peak_reserved = Some(bytes(device.peak_reserved_bytes));
+    view.owners = device
+        .peak_owners
+        .iter()
+        .map(|o| SnapshotOwner {
+            owner: o.owner.clone(),
+            kind: o.kind,
+            bytes: bytes(o.bytes),
+            count: o.count,
+            asked_by: o.asked_by.clone(),
+        })
+        .collect();
     view.top_stacks = device
         .peak_stacks
         .iter()
         .take(TOP_STACKS)
         .map(|g| HeldBy {
+            owner: g.owner.clone(),
             frame: g.frame.clone(),
             bytes: bytes(g.bytes),
             count: g.count,

@@ -16,6 +16,7 @@ pub mod estimate_section;
 pub mod fold;
 pub mod headroom;
 pub mod joined;
+pub mod owners;
 pub mod parse;
 pub mod scan;
 pub mod schema;
@@ -144,6 +145,7 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
     report.notes = notes;
     headroom::attach(&mut report, opts.gpu_memory);
     joined::attach_snapshots_within(&mut report, &opts.snapshots, opts.max_memory);
+    owners::attach(&mut report);
     if let Some(estimate) = &opts.estimate {
         estimate_section::attach(&mut report, estimate);
     }

@@ -336,6 +336,9 @@ pub struct RankReport {
     pub peak: Option<Peak>,
     /// Where the device memory went at [`Self::peak`].
     pub breakdown: Option<Breakdown>,
+    /// Who owns every byte at [`Self::peak`], each figure with where it came from (the prints,
+    /// the rank's memory snapshot, or arithmetic on them); see `owners`.
+    pub owners: Option<PeakOwners>,
     /// The GPU's capacity and where it was read ([`super::headroom`]); `None` when not known
     /// (pass `--gpu-memory GIB`).
     pub capacity: Option<Capacity>,
@@ -823,17 +826,110 @@ pub struct SnapshotView {
     pub prints_peak: Option<i64>,
     /// What held memory at the snapshot's peak, largest first (at most five groups).
     pub top_stacks: Vec<HeldBy>,
+    /// Reserved by the caching allocator at the snapshot's peak.
+    pub peak_reserved: Option<i64>,
+    /// Every owner's bytes at the snapshot's peak (over all its blocks), largest first.
+    pub owners: Vec<SnapshotOwner>,
 }
 
 /// One group of blocks live at a snapshot's peak.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HeldBy {
-    /// The group's key frame (`path:line function`).
+    /// Who owns the blocks, read off their whole stack: a library's buffer named by what it is
+    /// (`cuBLAS/cuBLASLt workspace`, `FSDP reduce-scatter buffers`, …) or the model file.
+    pub owner: String,
+    /// The group's key frame (`path:line function`): the model line that asked for the blocks.
     pub frame: String,
     /// The group's bytes.
     pub bytes: i64,
     /// Its blocks.
     pub count: u64,
+}
+
+/// One owner's bytes at a snapshot's peak.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SnapshotOwner {
+    /// The owner, as [`HeldBy::owner`].
+    pub owner: String,
+    /// What its bytes are.
+    pub kind: memprints_snapshot::owner::Kind,
+    /// Its bytes.
+    pub bytes: i64,
+    /// Its blocks.
+    pub count: u64,
+    /// The key frame of its largest group: the line that asked for the most of it.
+    pub asked_by: String,
+}
+
+/// Who owns every byte of a rank's device memory at its peak (the highest pipeline print).
+/// The rows without `within` add up to `total`; those with it split the row they name.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PeakOwners {
+    /// The peak's print.
+    pub label: String,
+    /// The device total at the peak (`breakdown.total`).
+    pub total: i64,
+    /// The snapshot whose owners name the buffers (its path); `None` without one.
+    pub snapshot: Option<String>,
+    /// The owners, in the report's order.
+    pub owners: Vec<PeakOwner>,
+}
+
+/// One owner of memory at a rank's peak.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PeakOwner {
+    /// What it is, as the report names it (`weights`, `cuBLAS/cuBLASLt workspace`, …).
+    pub owner: String,
+    /// What its bytes are.
+    pub kind: OwnerKind,
+    /// Its bytes; `None` when nothing measured them (they stay in another row, said in `how`).
+    pub bytes: Option<i64>,
+    /// Where the figure came from.
+    pub from: FigureFrom,
+    /// How it was measured or worked out, in a few words.
+    pub how: String,
+    /// The row this one is a part of (`activations`); `None` for a part of the total.
+    pub within: Option<OwnerKind>,
+    /// The layer of saved activations.
+    pub layer: Option<u32>,
+    /// The stage of saved activations.
+    pub stage: Option<String>,
+    /// The line that asked for a buffer (`path:line function` of the snapshot's largest group).
+    pub asked_by: Option<String>,
+}
+
+/// What a [`PeakOwner`]'s bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerKind {
+    /// The sharded weights and buffers after setup.
+    Weights,
+    /// Gradients (FSDP's unsharded accumulation, from the snapshot).
+    Gradients,
+    /// The optimizer's state.
+    OptimizerState,
+    /// The rest of what was allocated before the pipeline.
+    OtherStatic,
+    /// Activations and their gradients in flight.
+    Activations,
+    /// A library's buffer, named by what it is (from the snapshot).
+    Buffer,
+    /// Reserved by the caching allocator, not allocated.
+    UnusedReserve,
+    /// Device memory outside PyTorch's allocator.
+    OutsideAllocator,
+}
+
+/// Where a figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FigureFrom {
+    /// A memory print, as printed.
+    Prints,
+    /// The rank's memory snapshot.
+    Snapshot,
+    /// Arithmetic on figures of the prints and the snapshot.
+    Arithmetic,
 }
 
 /// The last memory figure a rank printed: where it was when the log ends (or the OOM hit).

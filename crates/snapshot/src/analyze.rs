@@ -21,17 +21,18 @@
 //! (`empty_cache`, and by itself before raising an OOM), so they are cached, not lost.
 //!
 //! # Grouping
-//! Blocks group by one frame of their stack ([`key_frame`]), chosen among the frames PyTorch's
-//! own viewer shows ([`is_shown`]: the unwinder, the capture machinery and the interpreter's
-//! eval loop are hidden): the innermost frame whose filename contains `pithtrain/`, else the
+//! Blocks group by their owner ([`owner::classify`], read off the whole stack: cuBLAS's
+//! workspace, Triton's autotuning, FSDP's buffers, or the model file) and one frame of their
+//! stack ([`key_frame`], the line that asked for them), chosen among the frames PyTorch's own
+//! viewer shows ([`is_shown`]: the unwinder, the capture machinery and the interpreter's eval
+//! loop are hidden): the innermost frame whose filename contains `pithtrain/`, else the
 //! innermost Python frame outside PyTorch and the standard library, else the innermost Python
 //! frame (e.g. FSDP's `alloc_storage` for buffers allocated on the autograd thread). A stack
 //! with no Python frame ([`NATIVE_ONLY`]) is named by its innermost symbolized frame outside
-//! the caching allocator. A stack that runs through cuBLAS's workspace allocation (e.g.
-//! `at::cuda::getCurrentCUDABlasHandle()`, seven frames below the unwinder's
-//! `torch::unwind::unwind()`) is named [`CUBLAS_WORKSPACE`] by that function, Python frames or
-//! not: the workspace belongs to the cuBLAS handle and lives on, whichever line ran the first
-//! matmul.
+//! the caching allocator (e.g. `at::cuda::getCurrentCUDABlasHandle()`, seven frames below the
+//! unwinder's `torch::unwind::unwind()`, for a cuBLAS workspace allocated on the autograd
+//! engine's thread). So a workspace whose first matmul ran in model code is owned by cuBLAS and
+//! asked for by that model line, never filed under the line alone.
 
 use foldhash::{HashMap, HashSet};
 
@@ -39,28 +40,27 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::decode::{Action, BlockState, Frame, FrameTable, Snapshot, StackId, TraceEntry};
+use super::owner::{self, Kind, OwnerBytes};
 
 /// Group name of blocks freed in the trace whose allocation happened before it began.
 pub const BEFORE_TRACE: &str = "<allocated before the trace began>";
 /// Group name of blocks recorded without any stack.
 pub const NO_STACK: &str = "<no stack recorded>";
-/// Prefix of the group of cuBLAS's workspaces: allocated once per handle by the first matmul on
-/// a stream and kept, whichever Python line happened to run that matmul.
-pub const CUBLAS_WORKSPACE: &str = "<cuBLAS workspace>";
-/// Functions through which cuBLAS allocates its workspace (names differ between builds).
-const CUBLAS_WORKSPACE_FUNCTIONS: [&str; 3] = [
-    "setWorkspaceForHandle",
-    "getCurrentCUDABlasHandle",
-    "getCUDABlasLtWorkspace",
-];
 /// Prefix of a group whose stack has no Python frame at all (e.g. buffers that FSDP allocates on
 /// the autograd engine's thread, or cuBLAS's workspace): its key frame is native code.
 pub const NATIVE_ONLY: &str = "<native only, no Python frame>";
 
-/// Bytes live under one key frame.
+/// Bytes live under one owner and key frame.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct StackGroup {
-    /// `path:line function` of the key frame.
+    /// Who owns the blocks, read off their whole stack ([`owner::classify`]): a library's
+    /// buffer named by what it is (`cuBLAS/cuBLASLt workspace`, `Triton/Inductor autotuning`,
+    /// `FSDP all-gather (unsharded weights)`, …), else the model file that allocated them.
+    pub owner: String,
+    /// What the owner's bytes are.
+    pub kind: Kind,
+    /// `path:line function` of the key frame: the model line that asked for the blocks (when
+    /// one is on their stack).
     pub frame: String,
     /// Sum of the group's block sizes.
     pub bytes: u64,
@@ -142,6 +142,9 @@ pub struct DeviceReport {
     pub live_before_trace_bytes: u64,
     /// Groups of the blocks live at the peak.
     pub peak_stacks: Vec<StackGroup>,
+    /// Bytes live at the peak per owner, over every group of `peak_stacks` (kept whole when
+    /// `peak_stacks` is cut to the top groups), largest first.
+    pub peak_owners: Vec<OwnerBytes>,
     /// Groups of the blocks allocated in `segments` (at snapshot time).
     pub end_stacks: Vec<StackGroup>,
     /// The trace's `oom` entries, in trace order.
@@ -438,6 +441,7 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
         trace_start_us: has_times.then(|| events[0].time_us),
         trace_end_us: has_times.then(|| events[events.len() - 1].time_us),
         live_before_trace_bytes: base,
+        peak_owners: owner::owners_of(&peak_stacks),
         peak_stacks,
         end_stacks,
         ooms,
@@ -452,11 +456,11 @@ fn group(
     blocks: impl Iterator<Item = (Option<StackId>, u64)>,
     names: &mut FrameNames,
 ) -> Vec<StackGroup> {
-    // key -> (bytes, count, largest block size, its stack)
-    let mut groups: HashMap<std::rc::Rc<str>, (u64, u64, u64, Option<StackId>)> =
-        HashMap::default();
+    // (owner, key) -> (bytes, count, largest block size, its stack)
+    type Key = (std::rc::Rc<str>, std::rc::Rc<str>);
+    let mut groups: HashMap<Key, (u64, u64, u64, Option<StackId>)> = HashMap::default();
     for (stack, size) in blocks {
-        let key = names.key(stack);
+        let key = (names.owner(stack).0, names.key(stack));
         let g = groups.entry(key).or_insert((0, 0, 0, stack));
         g.0 += size;
         g.1 += 1;
@@ -467,9 +471,12 @@ fn group(
     }
     let mut out: Vec<StackGroup> = groups
         .into_iter()
-        .map(|(frame, (bytes, count, _, stack))| {
+        .map(|((owner, frame), (bytes, count, _, stack))| {
+            let kind = names.owner(stack).1;
             let (stack, key_frame) = names.whole(stack);
             StackGroup {
+                owner: owner.to_string(),
+                kind,
                 frame: frame.to_string(),
                 bytes,
                 count,
@@ -478,7 +485,12 @@ fn group(
             }
         })
         .collect();
-    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.frame.cmp(&b.frame)));
+    out.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.frame.cmp(&b.frame))
+            .then_with(|| a.owner.cmp(&b.owner))
+    });
     out
 }
 
@@ -528,13 +540,6 @@ pub fn is_internal(filename: &str) -> bool {
         || (filename.contains("/lib/python3") && !filename.contains("-packages/"))
 }
 
-/// Whether a frame is cuBLAS allocating its workspace.
-fn is_cublas_workspace(frame: &Frame) -> bool {
-    CUBLAS_WORKSPACE_FUNCTIONS
-        .iter()
-        .any(|f| frame.name.contains(f))
-}
-
 /// Whether a native frame is the caching allocator's own or not symbolized: it says nothing
 /// about who asked for the memory.
 fn is_allocator_plumbing(frame: &Frame) -> bool {
@@ -551,8 +556,7 @@ pub fn key_frame(frames: &FrameTable, stack: StackId) -> Option<usize> {
         .filter(|(_, f)| is_shown(f))
         .collect();
     let first = |pick: &dyn Fn(&Frame) -> bool| list.iter().find(|(_, f)| pick(f)).map(|p| p.0);
-    first(&is_cublas_workspace)
-        .or_else(|| first(&|f| f.filename.contains("pithtrain/")))
+    first(&|f| f.filename.contains("pithtrain/"))
         .or_else(|| first(&|f| !is_internal(&f.filename)))
         .or_else(|| first(&|f| is_python(&f.filename)))
         .or_else(|| first(&|f| !is_allocator_plumbing(f)))
@@ -587,10 +591,11 @@ pub fn format_frame(frame: &Frame) -> String {
     )
 }
 
-/// Caches each stack's key frame name.
+/// Caches each stack's key frame name and owner.
 pub struct FrameNames<'a> {
     frames: &'a FrameTable,
     keys: HashMap<StackId, std::rc::Rc<str>>,
+    owners: HashMap<StackId, (std::rc::Rc<str>, Kind)>,
 }
 
 impl<'a> FrameNames<'a> {
@@ -599,7 +604,24 @@ impl<'a> FrameNames<'a> {
         FrameNames {
             frames,
             keys: HashMap::default(),
+            owners: HashMap::default(),
         }
+    }
+
+    /// The owner of a stack and its kind ([`owner::classify`] of its whole stack;
+    /// [`owner::BEFORE_TRACE`] for `None`, allocated before the trace).
+    pub fn owner(&mut self, stack: Option<StackId>) -> (std::rc::Rc<str>, Kind) {
+        let Some(stack) = stack else {
+            return (owner::BEFORE_TRACE.into(), Kind::Unknown);
+        };
+        let frames = self.frames;
+        self.owners
+            .entry(stack)
+            .or_insert_with(|| {
+                let o = owner::classify(frames.stack(stack).map(|f| (&*f.filename, &*f.name)));
+                (o.owner.as_ref().into(), o.kind)
+            })
+            .clone()
     }
 
     /// The group name of a stack (`None`: allocated before the trace).
@@ -613,9 +635,7 @@ impl<'a> FrameNames<'a> {
             .or_insert_with(|| match key_frame(frames, stack) {
                 Some(i) => {
                     let f = &frames.frames[frames.stacks[stack as usize][i] as usize];
-                    if is_cublas_workspace(f) {
-                        format!("{CUBLAS_WORKSPACE} {}", f.name).into()
-                    } else if is_native_only(frames, stack) {
+                    if is_native_only(frames, stack) {
                         format!("{NATIVE_ONLY} {}", format_frame(f)).into()
                     } else {
                         format_frame(f).into()
@@ -701,7 +721,7 @@ mod tests {
     }
 
     #[test]
-    fn a_native_only_stack_is_named_past_the_unwinder_and_the_allocator() {
+    fn a_native_only_stack_is_named_past_the_unwinder_and_the_allocator_and_owned_by_its_library() {
         let lib = "/venv/lib/python3.12/site-packages/torch/lib";
         let t = FrameTable {
             frames: vec![
@@ -728,9 +748,14 @@ mod tests {
         };
         assert_eq!(key_frame(&t, 1), Some(4));
         let mut names = FrameNames::new(&t);
+        // Owned by cuBLAS, asked for by the innermost symbolized frame past the allocator.
         assert_eq!(
             &*names.key(Some(1)),
-            "<cuBLAS workspace> at::cuda::getCurrentCUDABlasHandle()"
+            "<native only, no Python frame> torch/lib/libtorch_cuda.so:5 at::cuda::getCurrentCUDABlasHandle()"
+        );
+        assert_eq!(
+            names.owner(Some(1)),
+            (owner::CUBLAS_WORKSPACE.into(), Kind::Buffer)
         );
         let (stack, at) = names.whole(Some(1));
         assert_eq!(stack.len(), 4, "{stack:?}");

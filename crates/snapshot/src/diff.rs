@@ -2,7 +2,8 @@
 //!
 //! Two comparisons, each over the primary device of each snapshot (see
 //! [`super::analyze::analyze`]): the blocks live at the peak of allocated memory, and the
-//! blocks still allocated at the end (`segments`). Rows are keyed by the key frame, hold both
+//! blocks still allocated at the end (`segments`). Rows are keyed by the key frame (the groups of
+//! several owners under one frame add up), hold both
 //! sides' bytes and counts, and sort by the absolute change, biggest first (then by frame);
 //! stacks whose bytes did not change are left out.
 
@@ -86,13 +87,13 @@ fn rows(a: &[StackGroup], b: &[StackGroup]) -> Vec<DiffRow> {
     };
     for g in a {
         let row = by_frame.entry(&g.frame).or_insert_with(|| empty(&g.frame));
-        row.a_bytes = g.bytes;
-        row.a_count = g.count;
+        row.a_bytes += g.bytes;
+        row.a_count += g.count;
     }
     for g in b {
         let row = by_frame.entry(&g.frame).or_insert_with(|| empty(&g.frame));
-        row.b_bytes = g.bytes;
-        row.b_count = g.count;
+        row.b_bytes += g.bytes;
+        row.b_count += g.count;
     }
     let mut out: Vec<DiffRow> = by_frame
         .into_values()
@@ -117,6 +118,8 @@ mod tests {
 
     fn g(frame: &str, bytes: u64, count: u64) -> StackGroup {
         StackGroup {
+            owner: frame.into(),
+            kind: crate::owner::Kind::Model,
             frame: frame.into(),
             bytes,
             count,

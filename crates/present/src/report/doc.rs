@@ -14,7 +14,8 @@
 use crate::numbers::{gib, mib, plural, signed_gib};
 use crate::table::Table;
 use memprints_log::schema::{
-    Breakdown, CapacityFrom, Crash, FitStatus, RankReport, Report, Run, SetupPhase,
+    Breakdown, CapacityFrom, Crash, FigureFrom, FitStatus, PeakOwners, RankReport, Report, Run,
+    SetupPhase,
 };
 
 pub use super::block::{Block, NOT_APPLICABLE, NOT_MEASURED, Tone};
@@ -617,7 +618,10 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
             level: 3,
             text: format!("Where the memory went at the peak ({})", p.label),
         });
-        out.push(Block::Table(breakdown_table(b)));
+        match &r.owners {
+            Some(o) => owners_blocks(o, out),
+            None => out.push(Block::Table(breakdown_table(b))),
+        }
         for why in breakdown_gaps(b) {
             out.push(Block::Text(why));
         }
@@ -869,6 +873,74 @@ fn breakdown_gaps(b: &Breakdown) -> Vec<String> {
         );
     }
     out
+}
+
+/// The owners of every byte at a rank's peak: a table of the parts that add up to the device
+/// total (the saved tensors indented under the activations they are part of), where each
+/// figure came from, then the line that asked for each buffer.
+fn owners_blocks(o: &PeakOwners, out: &mut Vec<Block>) {
+    let mut t = Table::new(&[
+        ("owner", false),
+        ("GiB", true),
+        ("share", true),
+        ("from", false),
+        ("how", false),
+    ])
+    .wide_only(&["how"]);
+    for r in &o.owners {
+        let name = match r.within {
+            Some(_) => format!("  of which {}", r.owner),
+            None => r.owner.clone(),
+        };
+        let share = match r.bytes {
+            Some(bytes) if o.total > 0 => format!("{:.1}%", bytes as f64 * 100.0 / o.total as f64),
+            Some(_) => "0.0%".to_owned(),
+            None => NOT_APPLICABLE.to_owned(),
+        };
+        t.rows.push(vec![
+            name,
+            measured(r.bytes, gib),
+            share,
+            figure_from(r.from).to_owned(),
+            r.how.clone(),
+        ]);
+    }
+    t.rows.push(vec![
+        "total".to_owned(),
+        gib(o.total),
+        "100.0%".to_owned(),
+        figure_from(FigureFrom::Arithmetic).to_owned(),
+        "the device at the peak: the rows not indented add up to it".to_owned(),
+    ]);
+    out.push(Block::Table(t));
+    let asked: Vec<String> = o
+        .owners
+        .iter()
+        .filter_map(|r| Some(format!("{} by {}", r.owner, r.asked_by.as_ref()?)))
+        .collect();
+    let mut text = match &o.snapshot {
+        Some(path) => format!(
+            "Buffers and gradients named from the memory snapshot {path} (at its own peak); \
+             the other figures from the prints, or arithmetic on them."
+        ),
+        None => "No memory snapshot of this rank: buffers (cuBLAS workspace, autotuning, FSDP's \
+                 collectives) are not told apart from the activations, and gradients not from \
+                 them either."
+            .to_owned(),
+    };
+    if !asked.is_empty() {
+        text += &format!(" Asked for by: {}.", asked.join("; "));
+    }
+    out.push(Block::Text(text));
+}
+
+/// How a [`FigureFrom`] reads in a table.
+fn figure_from(from: FigureFrom) -> &'static str {
+    match from {
+        FigureFrom::Prints => "prints",
+        FigureFrom::Snapshot => "snapshot",
+        FigureFrom::Arithmetic => "arithmetic",
+    }
 }
 
 fn breakdown_table(b: &Breakdown) -> Table {

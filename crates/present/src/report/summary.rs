@@ -16,7 +16,7 @@ use std::fmt::Write;
 
 use crate::escape;
 use crate::numbers::{gib, plural};
-use memprints_log::schema::{Breakdown, CapacityFrom, FitStatus, Run};
+use memprints_log::schema::{Breakdown, CapacityFrom, FitStatus, OwnerKind, PeakOwner, Run};
 
 /// The most lines the text renderer gives the summary, the title's two included, so that the
 /// summary is the report's first screen.
@@ -276,6 +276,20 @@ const OWNER_NAMES: [&str; 6] = [
     "outside allocator",
 ];
 
+/// An owner's name in the summary: the breakdown's parts by [`OWNER_NAMES`], a buffer by what
+/// it is.
+fn short_owner(r: &PeakOwner) -> &str {
+    match r.kind {
+        OwnerKind::Weights => OWNER_NAMES[0],
+        OwnerKind::OptimizerState => OWNER_NAMES[1],
+        OwnerKind::OtherStatic => OWNER_NAMES[2],
+        OwnerKind::Activations => OWNER_NAMES[3],
+        OwnerKind::UnusedReserve => OWNER_NAMES[4],
+        OwnerKind::OutsideAllocator => OWNER_NAMES[5],
+        OwnerKind::Gradients | OwnerKind::Buffer => &r.owner,
+    }
+}
+
 fn owners(run: &Run) -> Option<String> {
     let p = run.memory.prints_peak.as_ref()?;
     let b: &Breakdown = run
@@ -284,12 +298,22 @@ fn owners(run: &Run) -> Option<String> {
         .find(|r| r.rank == p.rank)?
         .breakdown
         .as_ref()?;
-    let mut parts: Vec<(&str, i64)> = super::parts::breakdown_parts(b)
-        .iter()
-        .zip(OWNER_NAMES)
-        .filter_map(|((_, bytes), name)| Some((name, (*bytes)?)))
-        .filter(|&(_, bytes)| bytes > 0)
-        .collect();
+    let rank = run.ranks.iter().find(|r| r.rank == p.rank)?;
+    let mut parts: Vec<(&str, i64)> = match &rank.owners {
+        // Every owner of the peak, the buffers named by what they are (from the snapshot).
+        Some(o) => o
+            .owners
+            .iter()
+            .filter(|r| r.within.is_none())
+            .filter_map(|r| Some((short_owner(r), r.bytes?)))
+            .collect(),
+        None => super::parts::breakdown_parts(b)
+            .iter()
+            .zip(OWNER_NAMES)
+            .filter_map(|((_, bytes), name)| Some((name, (*bytes)?)))
+            .collect(),
+    };
+    parts.retain(|&(_, bytes)| bytes > 0);
     parts.sort_by_key(|&(_, bytes)| std::cmp::Reverse(bytes));
     if parts.is_empty() || b.total <= 0 {
         return None;

@@ -203,11 +203,13 @@ fn snapshot_blocks(s: &SnapshotView, out: &mut Vec<Block>) {
     if !s.top_stacks.is_empty() {
         let mut t = Table::new(&[
             ("held at the snapshot's peak by", false),
+            ("asked for by", false),
             ("MiB", true),
             ("blocks", true),
         ]);
         for g in &s.top_stacks {
             t.rows.push(vec![
+                g.owner.clone(),
                 g.frame.clone(),
                 format!("{:.2}", g.bytes as f64 / MIB),
                 g.count.to_string(),

@@ -178,7 +178,9 @@ fn device(
             "<h4>Top {} stacks live at the peak</h4>",
             top.min(d.peak_stacks.len())
         );
-        body.push_str("<table><tr><th>bytes</th><th>count</th><th>frame</th></tr>");
+        body.push_str(
+            "<table><tr><th>bytes</th><th>count</th><th>owner</th><th>asked for by</th></tr>",
+        );
         for g in d.peak_stacks.iter().take(top) {
             let mut stack = String::new();
             for (i, f) in g.stack.iter().enumerate() {
@@ -190,9 +192,10 @@ fn device(
             }
             let _ = write!(
                 body,
-                "<tr><td>{}</td><td>{}</td><td><details><summary><code>{}</code></summary><pre>{}</pre></details></td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td><details><summary><code>{}</code></summary><pre>{}</pre></details></td></tr>",
                 bytes(g.bytes),
                 g.count,
+                escape::html(&g.owner),
                 escape::html(&g.frame),
                 stack.trim_end()
             );

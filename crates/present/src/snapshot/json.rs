@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use memprints_snapshot::analyze::{DeviceReport, OomEvent, StackGroup};
 use memprints_snapshot::diff::SnapshotDiff;
+use memprints_snapshot::owner::OwnerBytes;
 use memprints_snapshot::{FailedInput, SnapshotReport};
 
 use crate::json_schema;
@@ -125,8 +126,12 @@ struct JsonDevice<'a> {
     trace_end_us: Option<i64>,
     /// Bytes counted as live from the start of the trace.
     live_before_trace_bytes: u64,
-    /// The `--top` largest groups of blocks live at the peak, largest first (ties by frame).
+    /// The `--top` largest groups of blocks live at the peak, largest first (ties by frame):
+    /// each with its owner, read off its whole stack, and the frame that asked for it.
     top_stacks: &'a [StackGroup],
+    /// Bytes live at the peak per owner, over every group (not only the `--top` ones),
+    /// largest first.
+    owners_at_peak: &'a [OwnerBytes],
     /// The `--top` largest groups of blocks allocated (`active_allocated`) in `segments`.
     end_stacks: &'a [StackGroup],
     /// The trace's `oom` entries, in trace order.
@@ -188,6 +193,7 @@ fn json_device(d: &DeviceReport, top: usize) -> JsonDevice<'_> {
         trace_end_us: d.trace_end_us,
         live_before_trace_bytes: d.live_before_trace_bytes,
         top_stacks: &d.peak_stacks[..top.min(d.peak_stacks.len())],
+        owners_at_peak: &d.peak_owners,
         end_stacks: &d.end_stacks[..top.min(d.end_stacks.len())],
         ooms: &d.ooms,
     }

@@ -79,15 +79,45 @@ fn device(out: &mut String, d: &DeviceReport, top: usize) {
             "top {} stacks live at the peak:",
             top.min(d.peak_stacks.len())
         );
-        let mut stacks = Table::new(&[("bytes", true), ("count", true), ("frame", false)]);
+        let mut stacks = Table::new(&[
+            ("bytes", true),
+            ("count", true),
+            ("owner", false),
+            ("asked for by", false),
+        ]);
         stacks.rows = d
             .peak_stacks
             .iter()
             .take(top)
-            .map(|g| vec![bytes(g.bytes), g.count.to_string(), g.frame.clone()])
+            .map(|g| {
+                vec![
+                    bytes(g.bytes),
+                    g.count.to_string(),
+                    g.owner.clone(),
+                    g.frame.clone(),
+                ]
+            })
             .collect();
         let _ = writeln!(out, "{}", stacks.to_text(Border::None));
     }
+    if !d.peak_owners.is_empty() {
+        let _ = writeln!(out, "owners at the peak: {}", owners_line(d));
+    }
+}
+
+/// Every owner's bytes at the peak, largest first, then the allocator's unused reserve there.
+fn owners_line(d: &DeviceReport) -> String {
+    let mut parts: Vec<String> = d
+        .peak_owners
+        .iter()
+        .map(|o| format!("{} {}", o.owner, bytes(o.bytes)))
+        .collect();
+    parts.push(format!(
+        "{} {} (reserved − allocated)",
+        memprints_snapshot::owner::UNUSED_RESERVE,
+        bytes(d.peak_reserved_bytes.saturating_sub(d.peak_allocated_bytes))
+    ));
+    parts.join(", ")
 }
 
 /// The plain-text diff, with `top` rows per comparison.

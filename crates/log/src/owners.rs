@@ -1,0 +1,219 @@
+//! Who owns every byte of a rank's device memory at its peak: the prints' parts (weights,
+//! optimizer state, what else was there before the pipeline, the allocator's unused reserve,
+//! memory outside the allocator), the activations in flight split by the rank's memory
+//! snapshot into the buffers that are no activations (cuBLAS's workspace, autotuning, FSDP's
+//! collectives, its unsharded gradients, NCCL; named by `memprints_snapshot::owner`), and the
+//! saved-tensor prints of the peak's pass by layer and stage.
+//!
+//! Contract:
+//! - [`attach`] sets `owners` on every rank with a breakdown; it reads only the report.
+//! - The rows without `within` add up to the breakdown's total: weights, optimizer state and
+//!   other static are the breakdown's; gradients and buffers are the snapshot's owners of that
+//!   kind at the snapshot's peak; activations are the breakdown's in-flight bytes minus those
+//!   (arithmetic), and when the snapshot's buffers are more than the in-flight bytes (they were
+//!   live at the snapshot's peak, not all at the prints'), each is cut in proportion so that
+//!   the rows still add up, and `how` says so.
+//! - Without a snapshot, gradients are not measured (they are in the activations in flight) and
+//!   no buffer is named.
+//! - Saved tensors (within activations): one row per layer and stage of the peak's pass, its
+//!   largest print (one forward of one micro-batch); from the prints.
+
+use memprints_snapshot::owner::Kind;
+
+use super::schema::{
+    FigureFrom, OwnerKind, PeakOwner, PeakOwners, RankReport, Report, SnapshotView,
+};
+
+/// Sets each rank's `owners` (see the module doc).
+pub fn attach(report: &mut Report) {
+    for run in &mut report.runs {
+        for rank in &mut run.ranks {
+            let snapshot =
+                run.memory.snapshots.iter().find(|s| {
+                    s.rank == Some(rank.rank) && s.error.is_none() && !s.owners.is_empty()
+                });
+            rank.owners = owners(rank, snapshot);
+        }
+    }
+}
+
+fn row(owner: &str, kind: OwnerKind, bytes: Option<i64>, from: FigureFrom, how: &str) -> PeakOwner {
+    PeakOwner {
+        owner: owner.to_owned(),
+        kind,
+        bytes,
+        from,
+        how: how.to_owned(),
+        within: None,
+        layer: None,
+        stage: None,
+        asked_by: None,
+    }
+}
+
+/// The owners at `rank`'s peak, with `snapshot` naming the buffers when there is one.
+pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<PeakOwners> {
+    let (peak, b) = (rank.peak.as_ref()?, rank.breakdown.as_ref()?);
+    use FigureFrom::{Arithmetic, Prints, Snapshot};
+    let mut out = Vec::new();
+    out.push(row(
+        "weights after setup",
+        OwnerKind::Weights,
+        b.weights,
+        Prints,
+        if b.weights.is_some() {
+            "allocated at the last setup_model print"
+        } else {
+            "not measured: no setup_model print gave allocated memory; in other static"
+        },
+    ));
+    // The snapshot's buffers and gradients at its peak, largest first.
+    let named: Vec<_> = snapshot
+        .map(|s| {
+            s.owners
+                .iter()
+                .filter(|o| matches!(o.kind, Kind::Buffer | Kind::Gradients | Kind::Optimizer))
+                .filter(|o| o.bytes > 0)
+                .collect()
+        })
+        .unwrap_or_default();
+    let named_total: i64 = named.iter().map(|o| o.bytes).sum();
+    let in_flight = b.activations;
+    // When the buffers live at the snapshot's peak are more than the prints' in-flight bytes,
+    // each is cut in proportion so that the rows add up.
+    let scale = |bytes: i64| -> i64 {
+        if named_total > in_flight && named_total > 0 {
+            (i128::from(bytes) * i128::from(in_flight) / i128::from(named_total)) as i64
+        } else {
+            bytes
+        }
+    };
+    let cut = named_total > in_flight;
+    let snapshot_how = |what: &str| {
+        if cut {
+            format!(
+                "{what} at the snapshot's peak, cut in proportion to the in-flight bytes at the \
+                 prints' peak"
+            )
+        } else {
+            format!("{what} at the snapshot's peak")
+        }
+    };
+    let gradients: Vec<_> = named.iter().filter(|o| o.kind == Kind::Gradients).collect();
+    if snapshot.is_none() {
+        out.push(row(
+            "gradients",
+            OwnerKind::Gradients,
+            None,
+            Prints,
+            "not measured: no print measures them (no snapshot); in the activations in flight",
+        ));
+    } else if gradients.is_empty() {
+        out.push(row(
+            "gradients",
+            OwnerKind::Gradients,
+            Some(0),
+            Snapshot,
+            "none held apart at the snapshot's peak",
+        ));
+    }
+    for o in &gradients {
+        let mut r = row(
+            &o.owner,
+            OwnerKind::Gradients,
+            Some(scale(o.bytes)),
+            if cut { Arithmetic } else { Snapshot },
+            &snapshot_how("allocated by FSDP's gradient hooks"),
+        );
+        r.asked_by = Some(o.asked_by.clone());
+        out.push(r);
+    }
+    out.push(row(
+        "optimizer state",
+        OwnerKind::OptimizerState,
+        b.optimizer_state,
+        Prints,
+        if b.optimizer_state.is_some() {
+            "loaded from the checkpoint (load_ckpt print)"
+        } else {
+            "not measured: printed only after a checkpoint load; in other static"
+        },
+    ));
+    out.push(row(
+        "other static",
+        OwnerKind::OtherStatic,
+        Some(b.other_static),
+        Arithmetic,
+        "allocated at Before pipeline minus weights and optimizer state",
+    ));
+    let activations = in_flight - named.iter().map(|o| scale(o.bytes)).sum::<i64>();
+    out.push(row(
+        "activations in flight",
+        OwnerKind::Activations,
+        Some(activations.max(0)),
+        Arithmetic,
+        if named.is_empty() {
+            "peak allocated minus Before pipeline: activations, their gradients and temporaries"
+        } else {
+            "peak allocated minus Before pipeline, minus the snapshot's buffers and gradients"
+        },
+    ));
+    let pass = rank.pipeline.get(peak.index).map(|e| e.pass);
+    let mut saved: Vec<PeakOwner> = Vec::new();
+    for g in rank.saved_tensors.iter().filter(|g| Some(g.pass) == pass) {
+        if let Some(r) = saved
+            .iter_mut()
+            .find(|r| r.layer == g.layer && r.stage.as_deref() == Some(g.stage.as_str()))
+        {
+            r.bytes = r.bytes.max(Some(g.activations));
+            continue;
+        }
+        let name = match g.layer {
+            Some(l) => format!("saved by layer {l} {}", g.stage),
+            None => format!("saved by {}", g.stage),
+        };
+        let mut r = row(
+            &name,
+            OwnerKind::Activations,
+            Some(g.activations),
+            Prints,
+            "saved-tensor print: one forward of one micro-batch",
+        );
+        r.within = Some(OwnerKind::Activations);
+        r.layer = g.layer;
+        r.stage = Some(g.stage.clone());
+        saved.push(r);
+    }
+    out.extend(saved);
+    for o in named.iter().filter(|o| o.kind != Kind::Gradients) {
+        let mut r = row(
+            &o.owner,
+            OwnerKind::Buffer,
+            Some(scale(o.bytes)),
+            if cut { Arithmetic } else { Snapshot },
+            &snapshot_how("its blocks"),
+        );
+        r.asked_by = Some(o.asked_by.clone());
+        out.push(r);
+    }
+    out.push(row(
+        memprints_snapshot::owner::UNUSED_RESERVE,
+        OwnerKind::UnusedReserve,
+        Some(b.cached),
+        Prints,
+        "the peak print's cached= (reserved minus allocated)",
+    ));
+    out.push(row(
+        "outside PyTorch's allocator (CUDA context, NCCL, kernels' own allocations)",
+        OwnerKind::OutsideAllocator,
+        Some(b.non_pytorch),
+        Prints,
+        "the peak print's non-pt=",
+    ));
+    Some(PeakOwners {
+        label: peak.label.clone(),
+        total: b.total,
+        snapshot: snapshot.and_then(|s| s.path.clone()),
+        owners: out,
+    })
+}
