@@ -391,3 +391,64 @@ fn the_ruff_step_never_removes_a_line_of_the_user_and_remove_restores_it() {
         .success();
     assert_eq!(changed(&before, &tree.snapshot()), Vec::<String>::new());
 }
+
+/// What the inserted `init_process_group` print writes on one H200, where
+/// `torch.cuda.mem_get_info()` gives a total of 150,110,011,392 bytes: the instrumented file
+/// run under a stand-in `torch` that answers as that GPU would (no GPU here), the line compared
+/// whole, and read back by the log reader as that total, exact.
+#[test]
+fn the_process_group_print_records_the_gpus_total_as_an_h200_prints_it() {
+    const H200_TOTAL: i64 = 150_110_011_392;
+    const LINE: &str = "[rank=0] init_process_group | cuda_ctx=0.51 after_nccl_world=1.10 \
+                        nccl_world_cost=0.59 gpu_total=139.80 (150110011392 bytes)";
+    let tree = Tree::new();
+    tree.run(&["add", "tiny-moe", "--ranks", "0"]).success();
+    let runner = format!(
+        r#"
+import os, sys, types
+
+calls = []
+free = iter([{total} - 547356672, {total} - 1178599424])
+cuda = types.SimpleNamespace(
+    set_device=lambda d: calls.append(("set_device", d)),
+    synchronize=lambda: None,
+    mem_get_info=lambda: (next(free), {total}),
+)
+dist = types.SimpleNamespace(
+    init_process_group=lambda **kw: calls.append(("init_process_group", kw)),
+    destroy_process_group=lambda: None,
+)
+sys.modules["torch"] = types.SimpleNamespace(cuda=cuda, distributed=dist)
+sys.path.insert(0, ".")
+os.environ.update(RANK="0", LOCAL_RANK="0")
+from pithtrain.modules import distributed as m
+
+m.setup_default_process_group(None)
+assert calls == [
+    ("set_device", 0),
+    ("init_process_group", dict(backend="nccl", device_id=0)),
+], calls
+"#,
+        total = H200_TOTAL
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &runner])
+        .current_dir(tree.path())
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout, format!("{LINE}\n"));
+    let print = memprints_log::parse::parse_print(LINE.as_bytes()).expect("the reader reads it");
+    assert!(matches!(
+        print.event,
+        memprints_log::parse::Event::ProcessGroup {
+            gpu_total: Some(H200_TOTAL),
+            ..
+        }
+    ));
+}

@@ -141,6 +141,31 @@ fn status_exit_codes_follow_the_state() {
     assert_eq!(json["state"], "partial");
 }
 
+/// A tree instrumented by a memprints from before `init_process_group` recorded the GPU's total
+/// memory is still complete for `status`, and `remove` gives its bytes back without `--force`.
+#[test]
+fn a_tree_instrumented_before_the_gpu_total_was_printed_is_complete_and_comes_out() {
+    let tree = Tree::new();
+    let before = tree.snapshot();
+    tree.run(&["add", "tiny-moe", "--ranks", "0,3"]).success();
+    let now = "            f\"nccl_world_cost={(_non_pt1 - _non_pt0) / G:.2f} \"\n            f\"gpu_total={_total / G:.2f} ({_total} bytes)\",\n";
+    let then = "            f\"nccl_world_cost={(_non_pt1 - _non_pt0) / G:.2f}\",\n";
+    tree.edit("pithtrain/modules/distributed.py", now, then);
+    let out = tree.run(&["status", "--json"]).code(0);
+    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(json["state"], "complete");
+    tree.run(&["remove"]).success();
+    assert_eq!(changed(&before, &tree.snapshot()), Vec::<String>::new());
+    // Any other edit of those lines is still an edit.
+    tree.run(&["add", "tiny-moe", "--ranks", "0,3"]).success();
+    tree.edit(
+        "pithtrain/modules/distributed.py",
+        now,
+        "            f\"nccl_world_cost={(_non_pt1 - _non_pt0) / G:.3f}\",\n",
+    );
+    tree.run(&["remove"]).code(2);
+}
+
 #[test]
 fn status_finds_every_marker_block_of_every_group_after_add() {
     for model in ["tiny-moe", "layered-moe", "fused-moe", "biased-moe"] {

@@ -737,6 +737,151 @@ fn an_oom_message_gives_the_capacity_and_marks_the_rank_out_of_memory() {
     assert!(stderr.contains("is not a GPU's memory"), "{stderr}");
 }
 
+/// What `torch.cuda.mem_get_info()` gives as the total of one H200.
+const H200_TOTAL: i64 = 150_110_011_392;
+
+/// A generated two-stage run whose `init_process_group` prints record `gpu_total` bytes (or,
+/// with `None`, do not, as earlier prints did), written to `dir`.
+fn run_with_total(dir: &Path, name: &str, gpu_total: Option<i64>, oom: bool) -> String {
+    let cfg = LogConfig {
+        world: 2,
+        pp: 2,
+        ranks: vec![0, 1],
+        gpu_total,
+        // Rank 0 (pp=0) runs Step 3, where the generator runs out of memory.
+        oom_rank: oom.then_some(0),
+        ..LogConfig::default()
+    };
+    write_temp(dir, name, log_string(&cfg).0.as_bytes())
+}
+
+#[test]
+fn the_gpus_total_the_prints_record_gives_capacity_headroom_and_status_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    // The same run without the total: no capacity, as before.
+    let old = run_with_total(dir.path(), "old.log", None, false);
+    let report = report_json(&[&old]);
+    assert_matches_schema(&report);
+    let peaks: Vec<i64> = report["runs"][0]["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rank| {
+            assert!(rank["gpu_total"].is_null() && rank["capacity"].is_null());
+            assert!(rank["headroom_bytes"].is_null() && rank["status"].is_null());
+            rank["breakdown"]["total"].as_i64().unwrap()
+        })
+        .collect();
+    assert_eq!(peaks.len(), 2);
+    assert!(report_text(&[&old]).contains("not known (pass --gpu-memory GIB)"));
+    let highest = *peaks.iter().max().unwrap();
+    // An H200 fits; a GPU 1 % above the highest peak is tight on that rank; one byte under it
+    // is out of memory there.
+    for (total, status) in [
+        (H200_TOTAL, "fits"),
+        (highest + highest / 100, "tight"),
+        (highest - 1, "out_of_memory"),
+    ] {
+        let log = run_with_total(dir.path(), "new.log", Some(total), false);
+        let report = report_json(&[&log]);
+        assert_matches_schema(&report);
+        for (rank, peak) in report["runs"][0]["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(&peaks)
+        {
+            assert_eq!(rank["gpu_total"], total);
+            assert_eq!(
+                rank["capacity"],
+                serde_json::json!({"bytes": total, "from": "prints"})
+            );
+            assert_eq!(rank["headroom_bytes"], total - peak);
+            if *peak == highest {
+                assert_eq!(rank["status"], status, "{total} bytes");
+            }
+        }
+    }
+    let log = run_with_total(dir.path(), "new.log", Some(H200_TOTAL), false);
+    for format in ["text", "markdown", "html"] {
+        let out = report_text(&[&log, "--format", format]);
+        assert!(out.contains("Capacity and headroom"), "{format}");
+        assert!(out.contains("139.80 (prints)"), "{format}");
+        assert!(
+            !out.contains("not known (pass --gpu-memory GIB)"),
+            "{format}"
+        );
+    }
+    let text = report_text(&[&log]);
+    let head = text.lines().take(15).collect::<Vec<_>>().join("\n");
+    assert!(
+        head.contains("capacity rank ")
+            && head.contains("GiB free of 139.80 GiB (from the prints)"),
+        "{head}"
+    );
+}
+
+#[test]
+fn gpu_memory_wins_over_the_prints_and_the_prints_over_the_oom_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = run_with_total(dir.path(), "oom.log", Some(H200_TOTAL), true);
+    let report = report_json(&[&log]);
+    assert_matches_schema(&report);
+    let run = &report["runs"][0];
+    let gib = |x: f64| (x * (1u64 << 30) as f64).round() as i64;
+    // The OOM message says 139.81 GiB, rounded; the prints' exact total goes first.
+    assert_eq!(run["oom"]["capacity"], gib(139.81));
+    for rank in run["ranks"].as_array().unwrap() {
+        assert_eq!(
+            rank["capacity"],
+            serde_json::json!({"bytes": H200_TOTAL, "from": "prints"})
+        );
+    }
+    assert_eq!(run["ranks"][0]["status"], "out_of_memory");
+    let report = report_json(&[&log, "--gpu-memory", "80"]);
+    for rank in report["runs"][0]["ranks"].as_array().unwrap() {
+        assert_eq!(
+            rank["capacity"],
+            serde_json::json!({"bytes": gib(80.0), "from": "flag"})
+        );
+        assert_eq!(rank["gpu_total"], H200_TOTAL, "the printed figure is kept");
+    }
+}
+
+#[test]
+fn a_rank_whose_prints_lack_the_total_takes_the_smallest_of_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig {
+        world: 2,
+        pp: 2,
+        ranks: vec![0, 1],
+        gpu_total: Some(H200_TOTAL),
+        ..LogConfig::default()
+    };
+    let text = log_string(&cfg).0;
+    let cut = text
+        .lines()
+        .map(|line| match line.split_once(" gpu_total=") {
+            Some((head, _)) if line.starts_with("[rank=1] ") => head.to_owned(),
+            _ => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(cut, text);
+    let log = write_temp(dir.path(), "mixed.log", cut.as_bytes());
+    let report = report_json(&[&log]);
+    assert_matches_schema(&report);
+    let ranks = report["runs"][0]["ranks"].as_array().unwrap();
+    assert_eq!(ranks[0]["gpu_total"], H200_TOTAL);
+    assert!(ranks[1]["gpu_total"].is_null());
+    for rank in ranks {
+        assert_eq!(
+            rank["capacity"],
+            serde_json::json!({"bytes": H200_TOTAL, "from": "prints"})
+        );
+    }
+}
+
 #[test]
 fn a_plain_launch_then_an_instrumented_one_in_one_file_are_two_runs() {
     let gb = |x: f64| (x * (1u64 << 30) as f64).round() as i64;

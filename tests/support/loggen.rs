@@ -55,6 +55,9 @@ pub struct LogConfig {
     pub max_bytes: Option<u64>,
     /// Layer probes and saved tensors in every profiled step, not only the first.
     pub detail_every_step: bool,
+    /// The GPU's total memory in bytes, printed by `init_process_group` as the prints do today
+    /// (`gpu_total=`); `None` writes that print as earlier prints did, without it.
+    pub gpu_total: Option<i64>,
 }
 
 impl Default for LogConfig {
@@ -79,6 +82,7 @@ impl Default for LogConfig {
             seed: 1,
             max_bytes: None,
             detail_every_step: false,
+            gpu_total: None,
         }
     }
 }
@@ -108,6 +112,8 @@ impl Rng {
 
 const DETAIL_TAIL: &str = "cached={:.2} non-pt={:.2}";
 
+const GIB: f64 = (1u64 << 30) as f64;
+
 /// Simulated memory of one rank, in GiB.
 struct Mem {
     alloc: f64,
@@ -130,10 +136,14 @@ fn setup_line(name: &str, rank: u32, mem: &Mem) -> String {
 
 fn setup_lines(cfg: &LogConfig, rank: u32, out: &mut Vec<String>, mem: &mut Mem) {
     let r = rank;
-    out.push(fill(
-        shape("process_group"),
-        &[r.into(), 0.52.into(), 1.10.into(), 0.58.into()],
-    ));
+    let group = [r.into(), 0.52.into(), 1.10.into(), 0.58.into()];
+    out.push(match cfg.gpu_total {
+        Some(total) => fill(
+            shape("process_group"),
+            &[&group[..], &[(total as f64 / GIB).into(), total.into()]].concat(),
+        ),
+        None => fill(shape("process_group_without_total"), &group),
+    });
     out.push(fill(
         shape("device_mesh"),
         &[r.into(), 1.40.into(), 0.30.into()],

@@ -2,7 +2,9 @@
 # RANKS: the set literal of the global ranks that print. CTX: the distributed context object
 # (`distributed` in PithTrain, `ctx` in the skill's text). SET_DEVICE: the statement that sets the
 # CUDA device, moved here from below init_process_group (empty when it already comes first);
-# moved_set_device is the marker left where it was, so `remove` can put it back.
+# moved_set_device is the marker left where it was, so `remove` can put it back. The
+# init_process_group print also records the GPU's total memory (`_total`, read with the free
+# memory before init_process_group): the capacity `memprints report` sets each rank's peak against.
 # placeholders: RANKS CTX SET_DEVICE
 
 # block: before_init_process_group
@@ -22,7 +24,8 @@ if CTX.rank in RANKS:
         f"[rank={CTX.rank}] init_process_group | "
         f"cuda_ctx={_non_pt0 / G:.2f} "
         f"after_nccl_world={_non_pt1 / G:.2f} "
-        f"nccl_world_cost={(_non_pt1 - _non_pt0) / G:.2f}",
+        f"nccl_world_cost={(_non_pt1 - _non_pt0) / G:.2f} "
+        f"gpu_total={_total / G:.2f} ({_total} bytes)",
         flush=True,
     )
 

@@ -117,7 +117,8 @@ pub struct ReportArgs {
     pub what_if: Vec<Change>,
     /// Each GPU's memory in GiB (e.g. 139.81 for an H200, as PyTorch's OOM message says): the
     /// report shows every rank's headroom and whether it fits (tight under 5 %). Without it the
-    /// capacity comes from the run's OOM message, when there is one.
+    /// capacity comes from the prints (the GPU's total, `gpu_total=` of `init_process_group`),
+    /// else from the run's OOM message, when there is one.
     #[arg(long, value_name = "GIB", value_parser = parse_gib)]
     pub gpu_memory: Option<i64>,
 

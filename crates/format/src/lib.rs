@@ -208,6 +208,30 @@ impl Shape {
         Some(render(self, self.label?, values))
     }
 
+    /// The fields printed only for people: a size in GiB or MiB whose next figure is the same
+    /// size in exact bytes (`{mb:.1f} MB, {bytes} bytes`, `{gpu_total:.2f} ({gpu_total_bytes}
+    /// bytes)`). A reader keeps the bytes and need not read these.
+    pub fn rounded(&self) -> Vec<&'static str> {
+        let fields: Vec<&Field> = self
+            .pieces()
+            .into_iter()
+            .filter_map(|p| match p {
+                Piece::Field { name, .. } => self.fields.iter().find(|f| f.name == name),
+                Piece::Literal(_) => None,
+            })
+            .collect();
+        let mut out: Vec<&'static str> = Vec::new();
+        for pair in fields.windows(2) {
+            if matches!(pair[0].unit, Unit::GiB | Unit::MiB)
+                && pair[1].unit == Unit::Bytes
+                && !out.contains(&pair[0].name)
+            {
+                out.push(pair[0].name);
+            }
+        }
+        out
+    }
+
     /// [`Self::text`] with every placeholder reduced to its spec, `{}` or `{:.2f}`: what can be
     /// compared with an f-string whose expressions are not named like the fields.
     pub fn normalised(&self) -> String {
@@ -443,6 +467,39 @@ mod tests {
             "a {{b}} {:.1f}".to_string()
         );
     }
+
+    #[test]
+    fn a_size_right_before_its_exact_bytes_is_rounded_for_people() {
+        assert_eq!(shape("saved_tensor").rounded(), ["mb"]);
+        assert_eq!(shape("saved_summary").rounded(), ["activ_mb", "weight_mb"]);
+        assert_eq!(shape("process_group").rounded(), ["gpu_total"]);
+        assert!(shape("process_group_without_total").rounded().is_empty());
+        assert!(shape("saved_tensor_mb").rounded().is_empty());
+        assert!(shape("step4").rounded().is_empty());
+    }
+
+    /// What `init_process_group` prints on one H200 (`torch.cuda.mem_get_info()` gives a total
+    /// of 150,110,011,392 bytes there), exactly.
+    #[test]
+    fn the_process_group_print_on_an_h200() {
+        let line = fill(
+            shape("process_group"),
+            &[
+                0.into(),
+                (547_356_672.0 / GIB).into(),
+                (1_178_599_424.0 / GIB).into(),
+                (631_242_752.0 / GIB).into(),
+                (150_110_011_392.0 / GIB).into(),
+                150_110_011_392_i64.into(),
+            ],
+        );
+        assert_eq!(
+            line,
+            "[rank=0] init_process_group | cuda_ctx=0.51 after_nccl_world=1.10 nccl_world_cost=0.59 gpu_total=139.80 (150110011392 bytes)"
+        );
+    }
+
+    const GIB: f64 = (1u64 << 30) as f64;
 
     #[test]
     #[should_panic(expected = "has 3 fields, given 2 values")]

@@ -84,6 +84,16 @@ const NCCL_WORLD_COST: Field = Field::new(
     Unit::GiB,
     "what `init_process_group` added (NCCL's world communicator)",
 );
+const GPU_TOTAL: Field = Field::new(
+    "gpu_total",
+    Unit::GiB,
+    "the GPU's total memory (`torch.cuda.mem_get_info()`'s total), rounded for people",
+);
+const GPU_TOTAL_BYTES: Field = Field::new(
+    "gpu_total_bytes",
+    Unit::Bytes,
+    "the GPU's total memory (`torch.cuda.mem_get_info()`'s total), exact: the capacity a report sets the peak against",
+);
 const MESH_NON_PT: Field = Field::new(
     "non_pt",
     Unit::GiB,
@@ -253,10 +263,25 @@ pub const SHAPES: &[Shape] = &[
         "process_group",
         ProcessGroup,
         "2",
+        "[rank={rank}] init_process_group | cuda_ctx={cuda_ctx:.2f} after_nccl_world={after_nccl_world:.2f} nccl_world_cost={nccl_world_cost:.2f} gpu_total={gpu_total:.2f} ({gpu_total_bytes} bytes)",
+        &[
+            RANK,
+            CUDA_CTX,
+            AFTER_NCCL_WORLD,
+            NCCL_WORLD_COST,
+            GPU_TOTAL,
+            GPU_TOTAL_BYTES,
+        ],
+    )
+    .listed("init_process_group | cuda_ctx= after_nccl_world= nccl_world_cost= gpu_total="),
+    shape(
+        "process_group_without_total",
+        ProcessGroup,
+        "2",
         "[rank={rank}] init_process_group | cuda_ctx={cuda_ctx:.2f} after_nccl_world={after_nccl_world:.2f} nccl_world_cost={nccl_world_cost:.2f}",
         &[RANK, CUDA_CTX, AFTER_NCCL_WORLD, NCCL_WORLD_COST],
     )
-    .listed("init_process_group | cuda_ctx= after_nccl_world= nccl_world_cost="),
+    .legacy(),
     shape(
         "device_mesh",
         DeviceMesh,

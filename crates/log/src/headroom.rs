@@ -1,15 +1,24 @@
 //! Each rank's GPU capacity, the headroom its peak left and whether it fits.
 //!
-//! Contract: [`attach`] gives every rank of every run a [`Capacity`] when one is known, from
-//! (first found) `--gpu-memory GIB`, the run's OOM message (`GPU N has a total capacity of C`,
-//! taken for every rank of the run: one job's GPUs are of one kind), or a figure the prints
-//! record ([`CapacityFrom::Prints`]: not printed yet, the hook for it). The peak it is set
-//! against is the device total at the rank's highest pipeline print (allocated + cached +
-//! outside the allocator, [`super::schema::Breakdown::total`]). The status is
-//! [`FitStatus::OutOfMemory`] when the run logged an OOM on that rank (on every rank when the
-//! OOM names none) or the peak exceeds the capacity, [`FitStatus::Tight`] when the headroom is
-//! under [`TIGHT_PERCENT`] % of the capacity, else [`FitStatus::Fits`]; `None` when neither an
-//! OOM nor a capacity and a peak say anything. Nothing is ever guessed as 0.
+//! Contract: [`attach`] gives every rank of every run a [`Capacity`] when one is known, from the
+//! first of:
+//!
+//! 1. `--gpu-memory GIB` ([`CapacityFrom::Flag`]): what the user says wins;
+//! 2. the GPU's total memory the prints record ([`CapacityFrom::Prints`]: the
+//!    `init_process_group` print's `gpu_total=T (B bytes)`, `torch.cuda.mem_get_info()`'s total,
+//!    exact): the rank's own ([`RankReport::gpu_total`]), else the smallest any rank of the run
+//!    printed (one job's GPUs are of one kind; the smallest never overstates the headroom);
+//! 3. the run's OOM message ([`CapacityFrom::OomMessage`], `GPU N has a total capacity of C`,
+//!    taken for every rank of the run): the same figure as 2, rounded to 0.01 GiB and known
+//!    for one GPU only, so the prints' go first.
+//!
+//! Logs of earlier prints (no `gpu_total=`) keep 1 and 3. The peak it is set against is the
+//! device total at the rank's highest pipeline print (allocated + cached + outside the
+//! allocator, [`super::schema::Breakdown::total`]). The status is [`FitStatus::OutOfMemory`]
+//! when the run logged an OOM on that rank (on every rank when the OOM names none) or the peak
+//! exceeds the capacity, [`FitStatus::Tight`] when the headroom is under [`TIGHT_PERCENT`] % of
+//! the capacity, else [`FitStatus::Fits`]; `None` when neither an OOM nor a capacity and a peak
+//! say anything. Nothing is ever guessed as 0: a printed total of 0 bytes is no capacity.
 
 use super::schema::{Capacity, CapacityFrom, FitStatus, RankReport, Report};
 
@@ -21,17 +30,29 @@ pub fn attach(report: &mut Report, gpu_memory: Option<i64>) {
     for run in &mut report.runs {
         let from_oom = run.oom.as_ref().and_then(|o| o.capacity);
         let oom_ranks = run.oom.as_ref().map(|o| o.ranks.clone());
+        let printed_by_run = run.ranks.iter().filter_map(printed).min();
         for rank in &mut run.ranks {
-            let capacity = gpu_memory
-                .map(|bytes| (bytes, CapacityFrom::Flag))
-                .or(from_oom.map(|bytes| (bytes, CapacityFrom::OomMessage)))
-                .map(|(bytes, from)| Capacity { bytes, from });
+            let capacity = choose(gpu_memory, printed(rank).or(printed_by_run), from_oom);
             let ran_out = oom_ranks
                 .as_ref()
                 .is_some_and(|named| named.is_empty() || named.contains(&rank.rank));
             fill(rank, capacity, ran_out);
         }
     }
+}
+
+/// The capacity by the order of the module doc: the flag, the prints, the OOM message.
+fn choose(flag: Option<i64>, prints: Option<i64>, oom: Option<i64>) -> Option<Capacity> {
+    let (bytes, from) = flag
+        .map(|bytes| (bytes, CapacityFrom::Flag))
+        .or(prints.map(|bytes| (bytes, CapacityFrom::Prints)))
+        .or(oom.map(|bytes| (bytes, CapacityFrom::OomMessage)))?;
+    Some(Capacity { bytes, from })
+}
+
+/// The GPU's total memory `rank`'s prints record, when it is one.
+fn printed(rank: &RankReport) -> Option<i64> {
+    rank.gpu_total.filter(|&bytes| bytes > 0)
 }
 
 fn fill(rank: &mut RankReport, capacity: Option<Capacity>, ran_out: bool) {
@@ -84,6 +105,26 @@ mod tests {
         assert_eq!(status(96, Some(100), false), Some(FitStatus::Tight));
         assert_eq!(status(101, Some(100), false), Some(FitStatus::OutOfMemory));
         assert_eq!(status(10, Some(100), true), Some(FitStatus::OutOfMemory));
+    }
+
+    #[test]
+    fn the_flag_wins_then_the_prints_then_the_oom_message() {
+        let c = |bytes, from| Some(Capacity { bytes, from });
+        use CapacityFrom::*;
+        assert_eq!(choose(Some(1), Some(2), Some(3)), c(1, Flag));
+        assert_eq!(choose(None, Some(2), Some(3)), c(2, Prints));
+        assert_eq!(choose(None, None, Some(3)), c(3, OomMessage));
+        assert_eq!(choose(None, None, None), None);
+    }
+
+    #[test]
+    fn a_printed_total_of_zero_is_no_capacity() {
+        let mut r = rank_at(90);
+        assert_eq!(printed(&r), None);
+        r.gpu_total = Some(0);
+        assert_eq!(printed(&r), None);
+        r.gpu_total = Some(150_110_011_392);
+        assert_eq!(printed(&r), Some(150_110_011_392));
     }
 
     #[test]

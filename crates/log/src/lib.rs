@@ -48,7 +48,8 @@ pub struct ReportOptions {
     pub max_memory: Option<u64>,
     /// Predict each rank's steady-state peak at these settings (`--what-if`).
     pub what_if: Vec<whatif::Change>,
-    /// Every rank's GPU capacity in bytes (`--gpu-memory GIB`), over what the logs say.
+    /// Every rank's GPU capacity in bytes (`--gpu-memory GIB`), over what the logs say (the
+    /// prints' `gpu_total=`, an OOM message: [`headroom`]).
     pub gpu_memory: Option<i64>,
 }
 

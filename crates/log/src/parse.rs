@@ -104,7 +104,8 @@ pub enum Event<'a> {
         /// The print's figures.
         detail: Detail,
     },
-    /// `init_process_group | cuda_ctx=X after_nccl_world=Y nccl_world_cost=Z` (non-PyTorch).
+    /// `init_process_group | cuda_ctx=X after_nccl_world=Y nccl_world_cost=Z` (non-PyTorch),
+    /// then ` gpu_total=T (B bytes)` once the instrumentation records the GPU's total memory.
     ProcessGroup {
         /// `cuda_ctx=X`: device memory in use once the CUDA context exists.
         cuda_context: i64,
@@ -112,6 +113,9 @@ pub enum Event<'a> {
         after_nccl_world: i64,
         /// `nccl_world_cost=Z`: what `init_process_group` added (NCCL's world communicator).
         nccl_world_cost: i64,
+        /// `B bytes` of `gpu_total=T (B bytes)`: the GPU's total memory, exact
+        /// (`torch.cuda.mem_get_info()`'s total); `None` in a print from before it was printed.
+        gpu_total: Option<i64>,
     },
     /// `init_device_mesh | non-pt=X mesh_cost=Y`.
     DeviceMesh {
@@ -349,11 +353,23 @@ fn plain(body: &str) -> Option<Event<'_>> {
         let (cuda_context, rest) = gib_field(rest, "cuda_ctx=")?;
         let (after_nccl_world, rest) = gib_field(rest.strip_prefix(' ')?, "after_nccl_world=")?;
         let (nccl_world_cost, rest) = gib_field(rest.strip_prefix(' ')?, "nccl_world_cost=")?;
+        // Earlier prints end here; a print that goes on to the total must hold all of it.
+        let (gpu_total, rest) = match rest.strip_prefix(" gpu_total=") {
+            Some(r) => {
+                let (_rounded, r) = gib(r)?;
+                let (bytes, r) = byte_count(r.strip_prefix(" (")?)?;
+                (Some(bytes), r.strip_prefix(')')?)
+            }
+            // Cut inside the word: not the earlier print with junk after it.
+            None if !rest.is_empty() && " gpu_total=".starts_with(rest) => return None,
+            None => (None, rest),
+        };
         end(rest)?;
         return Some(Event::ProcessGroup {
             cuda_context,
             after_nccl_world,
             nccl_world_cost,
+            gpu_total,
         });
     }
     if let Some(rest) = body.strip_prefix("init_device_mesh | ") {
@@ -842,7 +858,19 @@ mod tests {
             Event::ProcessGroup {
                 cuda_context: gb(52),
                 after_nccl_world: gb(110),
-                nccl_world_cost: gb(58)
+                nccl_world_cost: gb(58),
+                gpu_total: None,
+            }
+        );
+        assert_eq!(
+            event(
+                "[rank=0] init_process_group | cuda_ctx=0.51 after_nccl_world=1.10 nccl_world_cost=0.59 gpu_total=139.80 (150110011392 bytes)"
+            ),
+            Event::ProcessGroup {
+                cuda_context: gb(51),
+                after_nccl_world: gb(110),
+                nccl_world_cost: gb(59),
+                gpu_total: Some(150_110_011_392),
             }
         );
         assert_eq!(
@@ -852,6 +880,25 @@ mod tests {
                 mesh_cost: gb(30)
             }
         );
+    }
+
+    #[test]
+    fn a_process_group_print_cut_inside_its_total_does_not_parse() {
+        let whole = "[rank=0] init_process_group | cuda_ctx=0.51 after_nccl_world=1.10 nccl_world_cost=0.59 gpu_total=139.80 (150110011392 bytes)";
+        let at = whole.find(" gpu_total=").unwrap();
+        // (Cut right after the space, it is the earlier print: trailing whitespace is ignored.)
+        for end in at + 2..whole.len() {
+            assert_eq!(
+                parse_print(&whole.as_bytes()[..end]),
+                None,
+                "{:?}",
+                &whole[..end]
+            );
+        }
+        // What a launcher glues on after the whole print is not part of it.
+        assert!(parse_print(format!("{whole}W0722 12:00").as_bytes()).is_some());
+        // The line before the total, cut after its last figure, is still the earlier print.
+        assert!(parse_print(&whole.as_bytes()[..at]).is_some());
     }
 
     #[test]

@@ -339,6 +339,10 @@ pub struct RankReport {
     /// Who owns every byte at [`Self::peak`], each figure with where it came from (the prints,
     /// the rank's memory snapshot, or arithmetic on them); see `owners`.
     pub owners: Option<PeakOwners>,
+    /// The GPU's total memory as this rank's `init_process_group` print records it
+    /// (`torch.cuda.mem_get_info()`'s total, exact); `None` when its prints do not (logs of
+    /// earlier prints).
+    pub gpu_total: Option<i64>,
     /// The GPU's capacity and where it was read ([`super::headroom`]); `None` when not known
     /// (pass `--gpu-memory GIB`).
     pub capacity: Option<Capacity>,
@@ -379,8 +383,9 @@ pub enum CapacityFrom {
     OomMessage,
     /// `memprints report --gpu-memory GIB`.
     Flag,
-    /// A figure the memory prints record (`torch.cuda.mem_get_info`'s total): the hook for
-    /// prints that print it.
+    /// The GPU's total memory the `init_process_group` print records (`gpu_total=`,
+    /// `torch.cuda.mem_get_info()`'s total): the rank's own, else the smallest any rank of the
+    /// run printed.
     Prints,
 }
 

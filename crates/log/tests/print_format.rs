@@ -112,11 +112,15 @@ fn read_back(rank: u32, event: &Event<'_>) -> Vec<(String, Figure)> {
             cuda_context,
             after_nccl_world,
             nccl_world_cost,
-        } => out.extend([
-            bytes("cuda_ctx", *cuda_context),
-            bytes("after_nccl_world", *after_nccl_world),
-            bytes("nccl_world_cost", *nccl_world_cost),
-        ]),
+            gpu_total,
+        } => {
+            out.extend([
+                bytes("cuda_ctx", *cuda_context),
+                bytes("after_nccl_world", *after_nccl_world),
+                bytes("nccl_world_cost", *nccl_world_cost),
+            ]);
+            out.extend(gpu_total.map(|b| bytes("gpu_total_bytes", b)));
+        }
         Event::DeviceMesh {
             non_pytorch,
             mesh_cost,
@@ -204,15 +208,15 @@ fn expected(shape: &Shape, values: &[Value<'_>], figures: &[Figure]) -> Vec<(Str
             Piece::Literal(_) => None,
         })
         .collect();
-    // Where a line prints exact bytes, the rounded MB beside them is for people; the reader
-    // keeps the bytes.
-    let has_bytes = shape.fields.iter().any(|f| f.unit == Unit::Bytes);
+    // Where a line prints exact bytes, the rounded size right before them is for people; the
+    // reader keeps the bytes.
+    let rounded = shape.rounded();
     let mut out: Vec<(String, Figure)> = shape
         .fields
         .iter()
         .zip(figures)
         .filter(|(f, _)| named_outside.contains(&f.name))
-        .filter(|(f, _)| !(has_bytes && f.unit == Unit::MiB))
+        .filter(|(f, _)| !rounded.contains(&f.name))
         .map(|(f, figure)| (f.name.to_owned(), figure.clone()))
         .collect();
     if let Some(label) = shape.fill_label(values) {

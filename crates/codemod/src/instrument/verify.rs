@@ -97,7 +97,10 @@ pub fn check(
     let params = params_in(target, src, fallback);
     let groups: Vec<&'static Group> = groups_of(target).collect();
     let full = plan_groups(settings, &params, target, &candidate, &groups);
-    if full.as_deref().is_ok_and(|planned| planned == src.text) {
+    if full
+        .as_deref()
+        .is_ok_and(|planned| inserted(planned, &src.text))
+    {
         return judged(Some(text), Verdict::Exact);
     }
     // Some of the groups: all subsets but the full one, larger ones first.
@@ -111,7 +114,7 @@ pub fn check(
             .map(|(_, g)| *g)
             .collect();
         if plan_groups(settings, &params, target, &candidate, &some)
-            .is_ok_and(|planned| planned == src.text)
+            .is_ok_and(|planned| inserted(&planned, &src.text))
         {
             return judged(Some(text), Verdict::Exact);
         }
@@ -120,6 +123,63 @@ pub fn check(
         Ok(planned) => judged(Some(text), edited_lines(&planned, &src.text)),
         Err(e) => unverifiable(Some(text), e),
     }
+}
+
+/// Lines earlier versions of `add` inserted where the templates now insert others, as (the
+/// lines now, the lines then), each without its indentation and line end. A file instrumented
+/// by an earlier memprints is then still what `add` put in: `status` says so and `remove`
+/// takes it out, where comparing with today's text alone would call it edited.
+const EARLIER: &[(&[&str], &[&str])] = &[
+    // Group 2: init_process_group before it recorded the GPU's total memory.
+    (
+        &[
+            r#"f"nccl_world_cost={(_non_pt1 - _non_pt0) / G:.2f} ""#,
+            r#"f"gpu_total={_total / G:.2f} ({_total} bytes)","#,
+        ],
+        &[r#"f"nccl_world_cost={(_non_pt1 - _non_pt0) / G:.2f}","#],
+    ),
+];
+
+/// Whether `current` is `planned` (what `add` inserts today) or what an earlier `add` inserted
+/// instead ([`EARLIER`]).
+fn inserted(planned: &str, current: &str) -> bool {
+    planned == current || earlier(planned).is_some_and(|then| then == current)
+}
+
+/// `planned` with every run of lines [`EARLIER`] knows written as it was, each line keeping
+/// the indentation and line end of the first it replaces; `None` when there is none.
+fn earlier(planned: &str) -> Option<String> {
+    let lines: Vec<&str> = planned.split_inclusive('\n').collect();
+    let mut out = String::with_capacity(planned.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < lines.len() {
+        let found = EARLIER.iter().find(|(now, _)| {
+            lines.len() - i >= now.len() && now.iter().zip(&lines[i..]).all(|(n, l)| bare(l) == *n)
+        });
+        let Some((now, then)) = found else {
+            out.push_str(lines[i]);
+            i += 1;
+            continue;
+        };
+        let first = lines[i];
+        let indent = &first[..first.len() - first.trim_start_matches([' ', '\t']).len()];
+        let end = &first[first.trim_end_matches(['\r', '\n']).len()..];
+        for line in *then {
+            out.push_str(indent);
+            out.push_str(line);
+            out.push_str(end);
+        }
+        changed = true;
+        i += now.len();
+    }
+    changed.then_some(out)
+}
+
+/// A line without its indentation and line end.
+fn bare(line: &str) -> &str {
+    line.trim_start_matches([' ', '\t'])
+        .trim_end_matches(['\r', '\n'])
 }
 
 /// The ranks, detail layers and snapshot folder written in `src`, each from `fallback` where
@@ -185,4 +245,40 @@ pub fn ranges_text(lines: &[(usize, usize)]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template;
+
+    /// Each run of lines [`EARLIER`] replaces is what a template inserts today: a template
+    /// change that moves them fails here, not in a user's tree.
+    #[test]
+    fn the_lines_earlier_forms_replace_are_in_the_templates() {
+        for (now, _) in EARLIER {
+            let found = template::ALL.iter().any(|file| {
+                file.blocks().any(|section| {
+                    let lines: Vec<&str> =
+                        file.block(section.name).lines().map(str::trim).collect();
+                    lines.windows(now.len()).any(|w| w == *now)
+                })
+            });
+            assert!(found, "no template inserts {now:?}");
+        }
+    }
+
+    #[test]
+    fn earlier_forms_keep_indentation_and_line_ends() {
+        let planned = "if r:\r\n\tprint(\r\n\t\tf\"nccl_world_cost={(_non_pt1 - _non_pt0) / G:.2f} \"\r\n\t\tf\"gpu_total={_total / G:.2f} ({_total} bytes)\",\r\n\t)\r\n";
+        assert_eq!(
+            earlier(planned).as_deref(),
+            Some(
+                "if r:\r\n\tprint(\r\n\t\tf\"nccl_world_cost={(_non_pt1 - _non_pt0) / G:.2f}\",\r\n\t)\r\n"
+            )
+        );
+        assert_eq!(earlier("x = 1\n"), None);
+        assert!(inserted("x = 1\n", "x = 1\n"));
+        assert!(!inserted("x = 1\n", "x = 2\n"));
+    }
 }

@@ -559,7 +559,11 @@ impl RankState {
                 cuda_context,
                 after_nccl_world,
                 nccl_world_cost,
+                gpu_total,
             } => {
+                if gpu_total.is_some() {
+                    r.gpu_total = gpu_total;
+                }
                 let entry = |label: &str, non_pytorch, change| SetupEntry {
                     phase: SetupPhase::InitProcessGroup,
                     label: label.to_owned(),

@@ -121,6 +121,7 @@ mod tests {
             cuda_context: 0,
             after_nccl_world: 0,
             nccl_world_cost: 0,
+            gpu_total: None,
         }
     }
 
