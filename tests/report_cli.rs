@@ -833,3 +833,48 @@ fn the_readme_shows_the_reports_real_first_screen() {
         "README:\n{sample}\nreport:\n{text}"
     );
 }
+
+#[test]
+fn a_log_that_repeats_another_runs_step_lines_is_not_counted_again() {
+    // Issue 22, item 6 b. dsv2's run, then qwen3's; then a launcher's copy of dsv2's last lines
+    // (no launch line: on main it was merged into qwen3's run, 6 steps with dsv2's 0.26 GB peak)
+    // or of its logger lines (its own run on main).
+    let gb = |x: f64| (x * (1u64 << 30) as f64).round() as i64;
+    let dsv2 = "tests/data/e2e/defaults-pp1/dsv2-tiny-pp1-instr.log";
+    let qwen3 = "tests/data/e2e/defaults-pp1/qwen3-tiny-pp1-instr.log";
+    for copy in [
+        "tests/data/pairings/dsv2-steps.log",
+        "tests/data/pairings/dsv2-info.log",
+    ] {
+        let report = report_json(&[dsv2, qwen3, copy]);
+        assert_matches_schema(&report);
+        let runs = report["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{copy}");
+        let second = &runs[1]["training"];
+        assert_eq!(second["steps_logged"], 3, "{copy}");
+        assert_eq!(second["peak_gpu_memory"], gb(0.21), "{copy}");
+        assert_eq!(runs[1]["sources"], serde_json::json!([qwen3]), "{copy}");
+        assert_eq!(runs[0]["training"]["steps_logged"], 3, "{copy}");
+        let repeated = report["repeated"].as_array().unwrap();
+        assert_eq!(repeated.len(), 1, "{copy}");
+        assert_eq!(repeated[0]["path"], copy);
+        assert_eq!(repeated[0]["repeats"], dsv2);
+        assert_eq!(
+            (&repeated[0]["steps"], &repeated[0]["prints_too"]),
+            (&serde_json::json!(3), &serde_json::json!(false))
+        );
+        let note =
+            format!("{copy} repeats the step lines of {dsv2} (steps 1 to 3); not counted again.");
+        let text = report_text(&[dsv2, qwen3, copy]);
+        assert!(text.contains(&note), "{text}");
+        for format in ["markdown", "html"] {
+            let out = report_text(&[dsv2, qwen3, copy, "--format", format]);
+            assert!(out.contains("repeats the step lines of"), "{format}: {out}");
+            assert!(out.contains("not counted again."), "{format}");
+        }
+    }
+    // A log read twice: the second copy is no run at all.
+    let report = report_json(&[qwen3, qwen3]);
+    assert_eq!(report["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(report["repeated"][0]["prints_too"], true);
+}
