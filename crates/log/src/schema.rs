@@ -859,6 +859,24 @@ pub struct SnapshotView {
     pub prints_peak: Option<i64>,
     /// What held memory at the snapshot's peak, largest first (at most five groups).
     pub top_stacks: Vec<HeldBy>,
+    /// How the snapshot was set beside this run: by the time of its events, or by its name
+    /// alone; `None` when no file was read for it.
+    pub paired_by: Option<PairedBy>,
+    /// Why, in a sentence: the span of its events within the run's (the dates as the log
+    /// prints them), or why the time could not decide.
+    pub pairing: Option<String>,
+}
+
+/// How a snapshot was set beside a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PairedBy {
+    /// Its events fall within the run's time span (from its first step's start to its last
+    /// step line) and no other run's.
+    Time,
+    /// By the path the run printed or the name given: the logs or the snapshot give no time
+    /// to decide by.
+    Name,
 }
 
 /// One group of blocks live at a snapshot's peak.
