@@ -978,3 +978,143 @@ fn the_readme_shows_the_reports_real_first_screen() {
         "README:\n{sample}\nreport:\n{text}"
     );
 }
+
+#[test]
+fn a_log_that_repeats_another_runs_step_lines_is_not_counted_again() {
+    // Issue 22, item 6 b. dsv2's run, then qwen3's; then a launcher's copy of dsv2's last lines
+    // (no launch line: on main it was merged into qwen3's run, 6 steps with dsv2's 0.26 GB peak)
+    // or of its logger lines (its own run on main).
+    let gb = |x: f64| (x * (1u64 << 30) as f64).round() as i64;
+    let dsv2 = "tests/data/e2e/defaults-pp1/dsv2-tiny-pp1-instr.log";
+    let qwen3 = "tests/data/e2e/defaults-pp1/qwen3-tiny-pp1-instr.log";
+    for copy in [
+        "tests/data/pairings/dsv2-steps.log",
+        "tests/data/pairings/dsv2-info.log",
+    ] {
+        let report = report_json(&[dsv2, qwen3, copy]);
+        assert_matches_schema(&report);
+        let runs = report["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{copy}");
+        let second = &runs[1]["training"];
+        assert_eq!(second["steps_logged"], 3, "{copy}");
+        assert_eq!(second["peak_gpu_memory"], gb(0.21), "{copy}");
+        assert_eq!(runs[1]["sources"], serde_json::json!([qwen3]), "{copy}");
+        assert_eq!(runs[0]["training"]["steps_logged"], 3, "{copy}");
+        let repeated = report["repeated"].as_array().unwrap();
+        assert_eq!(repeated.len(), 1, "{copy}");
+        assert_eq!(repeated[0]["path"], copy);
+        assert_eq!(repeated[0]["repeats"], dsv2);
+        assert_eq!(
+            (&repeated[0]["steps"], &repeated[0]["prints_too"]),
+            (&serde_json::json!(3), &serde_json::json!(false))
+        );
+        let note =
+            format!("{copy} repeats the step lines of {dsv2} (steps 1 to 3); not counted again.");
+        let text = report_text(&[dsv2, qwen3, copy]);
+        assert!(text.contains(&note), "{text}");
+        for format in ["markdown", "html"] {
+            let out = report_text(&[dsv2, qwen3, copy, "--format", format]);
+            assert!(out.contains("repeats the step lines of"), "{format}: {out}");
+            assert!(out.contains("not counted again."), "{format}");
+        }
+    }
+    // A log read twice: the second copy is no run at all.
+    let report = report_json(&[qwen3, qwen3]);
+    assert_eq!(report["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(report["repeated"][0]["prints_too"], true);
+}
+
+#[test]
+fn a_snapshot_goes_with_the_run_whose_time_span_holds_its_events() {
+    // Issue 22, item 6 c. Both runs print `<snapdir>/memory_snapshot_rank0_step0.pickle`; the
+    // file of that name beside their logs is dsv2's (it ran later and overwrote qwen3's). Read
+    // in name order (dsv2 first), main gave it to the last run that printed the name: qwen3's.
+    let by_time = "tests/data/pairings/snapshot-by-time";
+    let dsv2 = format!("{by_time}/dsv2-tiny-pp1-instr.log");
+    let qwen3 = format!("{by_time}/qwen3-tiny-pp1-instr.log");
+    let json = |args: &[&str]| -> Value {
+        let out = memprints()
+            .env("TZ", "UTC")
+            .arg("report")
+            .args(args)
+            .args(["--format", "json"])
+            .assert()
+            .success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    let report = json(&[&dsv2, &qwen3]);
+    assert_matches_schema(&report);
+    let snaps = |n: usize| report["runs"][n]["memory"]["snapshots"].clone();
+    let (first, second) = (snaps(0), snaps(1));
+    assert_eq!(
+        first[0]["path"],
+        format!("{by_time}/memory_snapshot_rank0_step0.pickle.gz")
+    );
+    assert_eq!(first[0]["paired_by"], "time");
+    assert_eq!(first[0]["peak_allocated"], 227_133_564, "dsv2's 216.61 MiB");
+    assert_eq!(
+        first[0]["pairing"],
+        "paired by time: its events (2026-12-01 22:21:14 to 22:21:24) lie within this run's \
+         (2026-12-01 22:21:14 to 22:21:26)"
+    );
+    assert_eq!(second[0]["path"], Value::Null);
+    let error = second[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("within the time span of run {dsv2}")),
+        "{error}"
+    );
+    // Given by a name that matches neither printed one: main skipped it as a snapshot whose
+    // run cannot be told; its time tells it.
+    let e2e = "tests/data/e2e/defaults-pp1";
+    let snapshot = format!("{e2e}/dsv2-tiny-pp1-instr-rank0-step0.pickle.gz");
+    let (dsv2, qwen3) = (
+        format!("{e2e}/dsv2-tiny-pp1-instr.log"),
+        format!("{e2e}/qwen3-tiny-pp1-instr.log"),
+    );
+    let report = json(&[&qwen3, &dsv2, "--snapshots", &snapshot]);
+    assert!(report["skipped"].as_array().unwrap().is_empty());
+    let paired = &report["runs"][1]["memory"]["snapshots"][0];
+    assert_eq!(paired["path"], snapshot.as_str());
+    assert_eq!(paired["paired_by"], "time");
+    // One run whose span does not hold it: said, not paired (main paired it with the only run).
+    let report = json(&[&qwen3, "--snapshots", &snapshot]);
+    let view = &report["runs"][0]["memory"]["snapshots"][0];
+    assert_eq!(view["path"], Value::Null);
+    assert!(
+        view["error"]
+            .as_str()
+            .unwrap()
+            .contains("within no run's time span (this run's: 2026-12-01 22:17:39 to 22:17:52)"),
+        "{view}"
+    );
+    // Its own snapshot, by time; a log without dated step lines, by name.
+    let own = format!("{e2e}/qwen3-tiny-pp1-instr-rank0-step0.pickle.gz");
+    let report = json(&[&qwen3, "--snapshots", &own]);
+    assert_eq!(
+        report["runs"][0]["memory"]["snapshots"][0]["paired_by"],
+        "time"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::fs::read_to_string(&qwen3).unwrap();
+    let undated = log.replace("2026-12-01 22:17:", "");
+    let undated = write_temp(dir.path(), "undated.log", undated.as_bytes());
+    let report = json(&[&undated, "--snapshots", &own]);
+    let view = &report["runs"][0]["memory"]["snapshots"][0];
+    assert_eq!(view["paired_by"], "name");
+    assert_eq!(
+        view["pairing"],
+        "paired by name: the logs give this run no time span"
+    );
+    let out = memprints()
+        .env("TZ", "UTC")
+        .args(["report", "--wide", &qwen3, "--snapshots", &own])
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.contains(
+            "Paired by time: its events (2026-12-01 22:17:39 to 22:17:49) lie within this run's"
+        ),
+        "{text}"
+    );
+}

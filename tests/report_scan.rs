@@ -201,9 +201,11 @@ fn a_folder_of_per_rank_logs_reports_the_same_as_its_files_in_order() {
         write_log(&cfg, &mut text).unwrap();
         files.push(write(dir.path(), &format!("rank{rank:04}.log"), &text));
     }
-    // A relaunch in the folder: the first rank's log again, later in name order.
-    let again = std::fs::read(&files[0]).unwrap();
-    files.push(write(dir.path(), "rank9999-relaunch.log", &again));
+    // A relaunch in the folder: the first rank's log again, later in name order, its steps
+    // timed anew (a byte-for-byte copy would repeat the run: issue 22, item 6 b).
+    let again = std::fs::read_to_string(&files[0]).unwrap();
+    let again = again.replace("step-time 1.234 sec", "step-time 1.250 sec");
+    files.push(write(dir.path(), "rank9999-relaunch.log", again.as_bytes()));
     let want = line_by_line(&files);
     let got = fast(&[dir.path().to_path_buf()]);
     assert!(want == got, "the folder's report differs");
@@ -211,8 +213,11 @@ fn a_folder_of_per_rank_logs_reports_the_same_as_its_files_in_order() {
     let runs = report["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "the relaunch is a second run");
     assert_eq!(runs[0]["ranks"].as_array().unwrap().len(), 24);
-    // Rank 0 logs 5,000 step lines; the generator writes 3 into every other rank's log too.
-    assert_eq!(runs[0]["training"]["steps_logged"], 5_000 + 23 * 3);
+    // Rank 0 logs 5,000 step lines; the generator writes the same 3 into every other rank's
+    // log too, which count once: the other 22 files repeat them.
+    assert_eq!(runs[0]["training"]["steps_logged"], 5_000 + 3);
+    assert_eq!(report["repeated"].as_array().unwrap().len(), 22);
+    assert_eq!(runs[1]["training"]["steps_logged"], 5_000);
 }
 
 #[test]

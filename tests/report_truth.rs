@@ -391,10 +391,11 @@ fn two_runs_printing_the_same_snapshot_path_leave_it_to_the_later_one() {
         first["error"]
             .as_str()
             .unwrap()
-            .contains("taken for a later run"),
-        "{first}"
+            .contains("within the time span of run"),
+        "{first}: the file is the later run's by its events' time, too"
     );
     let second = &report["runs"][1]["memory"]["snapshots"][0];
+    assert_eq!(second["paired_by"], "time");
     assert_eq!(
         format!(
             "{:.2}",

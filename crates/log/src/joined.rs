@@ -17,18 +17,29 @@
 //!   given with `--snapshots` (directories expand to their pickles) replace a printed one of
 //!   the same name (compression suffix aside); one matching no printed name fills the one
 //!   printed snapshot not found of the same rank and step (`rank(\d+)`, `step(\d+)` in the
-//!   names), else joins the run when there is only one, and is listed as skipped otherwise. When several runs print a path that
-//!   finds the same file, it is the last one's (a later run overwrites an earlier one's file);
-//!   the others say so. Snapshots are read through [`memprints_snapshot::load`]; one that cannot be
-//!   read keeps its error and the rest of the report is unchanged.
+//!   names), else joins the run when there is only one. Then time decides (issue 22, item 6 c):
+//!   a snapshot whose trace has times belongs to the run whose time span — from the start of its
+//!   first logged step (the step line's date less its `step-time`) to its last step line, a
+//!   second of slack at either end, on to the next run's start for a run that crashed — holds all
+//!   its events; the log's dates are read in this machine's time zone (`TZ`), or in UTC when no
+//!   run holds the snapshot that way. A run that found the file by name but does not hold it
+//!   loses it and says whose it is (or that no run's span holds it); the run that holds it gets
+//!   it, in place of a printed snapshot of its own that was not found. Where the snapshot or
+//!   the run gives no time, the name decides as before, and the view says it was by name
+//!   (`paired_by`, `pairing`). A given file no run can be told for is listed as skipped. When
+//!   several runs still claim the same file, it is the last one's (a later run overwrites an
+//!   earlier one's file); the others say so. Snapshots are read through
+//!   [`memprints_snapshot::load`]; one that cannot be read keeps its error and the rest of the
+//!   report is unchanged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::schema::{
-    HeldBy, MemoryView, PrintsPeak, Report, Run, SkippedInput, SnapshotOwner, SnapshotView,
-    StepsView,
+    HeldBy, MemoryView, PairedBy, PrintsPeak, Report, Run, SkippedInput, SnapshotOwner,
+    SnapshotView, StepsView,
 };
+use super::step_and_oom;
 
 /// Stack groups kept per snapshot.
 const TOP_STACKS: usize = 5;
@@ -72,6 +83,112 @@ struct Wanted {
     after_oom: bool,
     found: Option<PathBuf>,
     error: Option<String>,
+    /// How `found` was paired with the run, and why ([`pair_by_time`]).
+    paired: Option<(PairedBy, String)>,
+}
+
+/// Seconds of slack at either end of a run's time span: the log's dates are cut to the second.
+const SLACK_S: i64 = 1;
+
+/// A run's time span in seconds since the epoch, and the log's clock minus the epoch's.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: i64,
+    end: i64,
+    offset: i64,
+}
+
+/// The time spans of `runs` ([`span_of`]); a run that ended in an exception runs on until the
+/// next run starts (its OOM snapshot is written after its last step line).
+fn spans(runs: &[Run], local: bool) -> Vec<Option<Span>> {
+    let mut spans: Vec<Option<Span>> = runs.iter().map(|r| span_of(r, local)).collect();
+    let starts: Vec<i64> = spans.iter().flatten().map(|s| s.start).collect();
+    for (span, run) in spans.iter_mut().zip(runs) {
+        if let Some(span) = span
+            && run.crash.is_some()
+        {
+            span.end = starts
+                .iter()
+                .copied()
+                .filter(|&s| s > span.start)
+                .min()
+                .unwrap_or(i64::MAX);
+        }
+    }
+    spans
+}
+
+/// From the start of the run's first logged step (its date less its `step-time`) to its last
+/// step line, each end widened by [`SLACK_S`]; the log's dates are read in the local time zone
+/// (`TZ`) when `local`, as Python's logging writes them on the machine that ran the training,
+/// else as UTC.
+fn span_of(run: &Run, local: bool) -> Option<Span> {
+    let t = run.training.as_ref()?;
+    let first = t.first_time?;
+    let last = t.last_time.unwrap_or(first).max(first);
+    let offset = if local {
+        first - local_to_epoch(first)?
+    } else {
+        0
+    };
+    let took = t.first_step_time_s.filter(|s| s.is_finite()).unwrap_or(0.0);
+    let took = took.clamp(0.0, 1e9).ceil() as i64;
+    Some(Span {
+        start: first - offset - took - SLACK_S,
+        end: last - offset + 1 + SLACK_S,
+        offset,
+    })
+}
+
+/// A date of the local clock (seconds since 1970-01-01 00:00:00 of that clock) as seconds since
+/// the epoch.
+fn local_to_epoch(local: i64) -> Option<i64> {
+    let t = libc::time_t::try_from(local).ok()?;
+    // SAFETY: `tm` is plain data, written by gmtime_r and read by mktime; both take valid
+    // pointers to locals.
+    let epoch = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::gmtime_r(&t, &mut tm).is_null() {
+            return None;
+        }
+        tm.tm_isdst = -1;
+        libc::mktime(&mut tm)
+    };
+    // `time_t` is `i64` on the targets built (x86_64, aarch64), not everywhere.
+    #[allow(clippy::useless_conversion)]
+    let epoch = i64::from(epoch);
+    (epoch != -1).then_some(epoch)
+}
+
+/// The span of a snapshot's events in seconds since the epoch (`None` when its trace has no
+/// times).
+fn events_of(s: &memprints_snapshot::SnapshotReport) -> Option<(i64, i64)> {
+    let d = s.primary();
+    let (from, to) = (d.trace_start_us?, d.trace_end_us?);
+    (from > 0).then(|| (from.div_euclid(1_000_000), to.div_euclid(1_000_000)))
+}
+
+/// A run's span as the log's dates give it: from its first step's start to its last step line.
+fn span_text(span: Span) -> String {
+    if span.end == i64::MAX {
+        return format!(
+            "from {} on",
+            step_and_oom::format_time(span.start + SLACK_S + span.offset)
+        );
+    }
+    between(span.start + SLACK_S, span.end - SLACK_S - 1, span.offset)
+}
+
+/// `from` to `to` (seconds since the epoch) on the log's clock.
+fn between(from: i64, to: i64, offset: i64) -> String {
+    let (a, b) = (
+        step_and_oom::format_time(from + offset),
+        step_and_oom::format_time(to + offset),
+    );
+    match (a.split_once(' '), b.split_once(' ')) {
+        (Some((day, _)), Some((same, time))) if day == same => format!("{a} to {time}"),
+        _ => format!("{a} to {b}"),
+    }
 }
 
 /// Finds, reads and sets beside the prints every snapshot of every run (see the module doc).
@@ -122,19 +239,32 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
                 after_oom: false,
                 found: Some(file),
                 error: None,
+                paired: None,
             });
         } else {
-            report.skipped.push(SkippedInput {
-                path: file.display().to_string(),
-                reason: "a snapshot whose run cannot be told: its name matches no \
-                         `Memory snapshot saved to` line of these logs"
-                    .to_owned(),
+            // Its run is told by time, if at all ([`pair_by_time`]).
+            wanted.push(Wanted {
+                run: usize::MAX,
+                rank: memprints_snapshot::rank_of(&file),
+                printed: None,
+                after_oom: false,
+                found: Some(file),
+                error: None,
+                paired: None,
             });
         }
     }
-    claim_by_the_last_run(&mut wanted);
     let mut loaded: BTreeMap<PathBuf, Result<memprints_snapshot::SnapshotReport, String>> =
         BTreeMap::new();
+    for w in &wanted {
+        if let Some(path) = &w.found {
+            loaded.entry(path.clone()).or_insert_with(|| {
+                memprints_snapshot::load_with(path, options).map_err(|e| e.to_string())
+            });
+        }
+    }
+    pair_by_time(report, &mut wanted, &loaded);
+    claim_by_the_last_run(&mut wanted);
     for w in wanted {
         let run = &mut report.runs[w.run];
         let prints_peak = w.rank.and_then(|rank| {
@@ -158,13 +288,22 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
             top_stacks: Vec::new(),
             peak_reserved: None,
             owners: Vec::new(),
+            paired_by: None,
+            pairing: None,
         };
         if let Some(path) = &w.found {
-            let result = loaded.entry(path.clone()).or_insert_with(|| {
-                memprints_snapshot::load_with(path, options).map_err(|e| e.to_string())
-            });
-            match result {
-                Ok(s) => fill(&mut view, s),
+            match &loaded[path] {
+                Ok(s) => {
+                    fill(&mut view, s);
+                    let (by, why) = w.paired.unwrap_or_else(|| {
+                        (
+                            PairedBy::Name,
+                            "paired by name: its trace holds no times to go by".to_owned(),
+                        )
+                    });
+                    view.paired_by = Some(by);
+                    view.pairing = Some(why);
+                }
                 Err(e) => view.error = Some(format!("not read: {e}")),
             }
         }
@@ -195,6 +334,7 @@ fn printed_snapshots(report: &Report) -> Vec<Wanted> {
                     after_oom: s.after_oom,
                     found,
                     error,
+                    paired: None,
                 });
             }
         }
@@ -232,6 +372,133 @@ fn number_after(name: &str, word: &str) -> Option<u32> {
             .collect();
         digits.parse().ok()
     })
+}
+
+/// Sets each snapshot file beside the run whose time span holds its events ([`span_of`]): the
+/// runs that found it by name but do not hold it lose it (saying whose it is), and the run that
+/// holds it gets it when it did not find it; a file no run's span holds is set beside none of
+/// the runs that have a span (saying so), and stays with a run that has none, paired by name.
+/// A file whose trace has no times, or whose runs have no span, stays where its name put it.
+/// A given file that is still without a run is listed as skipped.
+fn pair_by_time(
+    report: &mut Report,
+    wanted: &mut Vec<Wanted>,
+    loaded: &BTreeMap<PathBuf, Result<memprints_snapshot::SnapshotReport, String>>,
+) {
+    let (local, utc) = (spans(&report.runs, true), spans(&report.runs, false));
+    let mut added = Vec::new();
+    for (path, snapshot) in loaded {
+        let Some((from, to)) = snapshot.as_ref().ok().and_then(events_of) else {
+            continue;
+        };
+        let holding = |spans: &[Option<Span>]| -> Vec<usize> {
+            (0..spans.len())
+                .filter(|&n| spans[n].is_some_and(|s| s.start <= from && to <= s.end))
+                .collect()
+        };
+        // The logs' dates in this machine's time zone, or else in UTC (a container's clock).
+        let (mut spans, mut holders) = (&local, holding(&local));
+        if holders.is_empty() && !holding(&utc).is_empty() {
+            (spans, holders) = (&utc, holding(&utc));
+        }
+        let of = |run: usize| {
+            spans
+                .get(run)
+                .copied()
+                .flatten()
+                .map(|s| (s, between(from, to, s.offset)))
+        };
+        let mut holder_has_it = false;
+        for w in wanted.iter_mut().filter(|w| w.found.as_ref() == Some(path)) {
+            if holders.contains(&w.run) {
+                holder_has_it = true;
+                let (span, events) = of(w.run).expect("a holder has a span");
+                w.paired = Some((
+                    PairedBy::Time,
+                    format!(
+                        "paired by time: its events ({events}) lie within this run's ({})",
+                        span_text(span)
+                    ),
+                ));
+            } else if let Some(&h) = holders.first() {
+                let (span, events) = of(h).expect("a holder has a span");
+                w.error = Some(format!(
+                    "{} holds events of {events}, within the time span of run {} ({}): not \
+                     this run's snapshot",
+                    path.display(),
+                    report.runs[h].name,
+                    span_text(span)
+                ));
+                w.found = None;
+            } else if let Some((span, events)) = of(w.run) {
+                w.error = Some(format!(
+                    "{} holds events of {events}, within no run's time span (this run's: {}): \
+                     not this run's snapshot",
+                    path.display(),
+                    span_text(span)
+                ));
+                w.found = None;
+            } else if w.run != usize::MAX {
+                w.paired = Some((
+                    PairedBy::Name,
+                    "paired by name: the logs give this run no time span".to_owned(),
+                ));
+            }
+        }
+        if let (false, [holder]) = (holder_has_it, &holders[..]) {
+            let rank = snapshot.as_ref().ok().and_then(|s| s.rank);
+            let rank = rank.or_else(|| memprints_snapshot::rank_of(path));
+            let (span, events) = of(*holder).expect("a holder has a span");
+            let paired = Some((
+                PairedBy::Time,
+                format!(
+                    "paired by time, not by its name: its events ({events}) lie within this \
+                     run's ({})",
+                    span_text(span)
+                ),
+            ));
+            // The snapshot the run printed and that was not found, if this can be it.
+            let missing = wanted.iter_mut().find(|w| {
+                w.run == *holder
+                    && w.found.is_none()
+                    && w.printed.is_some()
+                    && (rank.is_none() || w.rank == rank)
+            });
+            match missing {
+                Some(w) => {
+                    w.found = Some(path.clone());
+                    w.error = None;
+                    w.paired = paired;
+                }
+                None => added.push(Wanted {
+                    run: *holder,
+                    rank,
+                    printed: None,
+                    after_oom: false,
+                    found: Some(path.clone()),
+                    error: None,
+                    paired,
+                }),
+            }
+        }
+    }
+    wanted.extend(added);
+    wanted.retain(|w| {
+        if w.run != usize::MAX {
+            return true;
+        }
+        if let Some(path) = &w.found {
+            report.skipped.push(SkippedInput {
+                path: path.display().to_string(),
+                reason: "a snapshot whose run cannot be told: its name matches no `Memory \
+                         snapshot saved to` line of these logs, and its events fall in no \
+                         run's time span"
+                    .to_owned(),
+            });
+        }
+        false
+    });
+    wanted.sort_by_key(|w| w.run);
 }
 
 /// A file that one path found for several runs belongs to the last of them.

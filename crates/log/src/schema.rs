@@ -32,6 +32,9 @@ pub struct Report<R = RankReport> {
     pub inputs: Vec<String>,
     /// Files of a directory that were not read, and why.
     pub skipped: Vec<SkippedInput>,
+    /// Files whose step lines repeat those of a run already read (a launcher's or driver's copy
+    /// of rank 0's log): read, but their step lines are not counted again.
+    pub repeated: Vec<RepeatedInput>,
     /// How many lines and prints were read over all inputs, and how many did not parse.
     pub stats: Stats,
     /// One entry per run (see `fold::runs` for what makes a run), in the order they began.
@@ -73,6 +76,7 @@ impl<R> Report<R> {
             schema_version: self.schema_version,
             inputs: self.inputs.clone(),
             skipped: self.skipped.clone(),
+            repeated: self.repeated.clone(),
             stats: self.stats.clone(),
             runs,
             notes: self.notes.clone(),
@@ -87,6 +91,25 @@ pub struct SkippedInput {
     pub path: String,
     /// Why, in a few words.
     pub reason: String,
+}
+
+/// A file whose step lines are the same steps (the same step numbers and figures) as those of
+/// a run already read: they are not counted again.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RepeatedInput {
+    /// The file.
+    pub path: String,
+    /// The name of the run whose step lines it repeats.
+    pub repeats: String,
+    /// How many step lines it repeats.
+    pub steps: u64,
+    /// The first step repeated.
+    pub first_step: u64,
+    /// The last step repeated.
+    pub last_step: u64,
+    /// Its memory prints repeat that run's too, so nothing of it is counted: a copy of that
+    /// run's log.
+    pub prints_too: bool,
 }
 
 /// One run: one launch of the training, from one file or several (one per node). `R` stands for
@@ -189,6 +212,19 @@ pub struct Training {
     /// The highest `peak-gpu-memory` of steps ≥ 2: the steady state, with optimizer state
     /// (step 1 has none yet); `None` when no such step was logged.
     pub steady_peak_gpu_memory: Option<i64>,
+    /// The date the first step line begins with (`2026-12-01 22:17:50`, the logging machine's
+    /// clock); `None` when it has none.
+    pub first_logged_at: Option<String>,
+    /// The date of the last dated step line.
+    pub last_logged_at: Option<String>,
+    /// `first_logged_at` as seconds since 1970-01-01 00:00:00 of the logging machine's clock.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub first_time: Option<i64>,
+    /// `last_logged_at` likewise.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub last_time: Option<i64>,
 }
 
 /// The run died of a CUDA out-of-memory error.
@@ -835,6 +871,24 @@ pub struct SnapshotView {
     pub peak_reserved: Option<i64>,
     /// Every owner's bytes at the snapshot's peak (over all its blocks), largest first.
     pub owners: Vec<SnapshotOwner>,
+    /// How the snapshot was set beside this run: by the time of its events, or by its name
+    /// alone; `None` when no file was read for it.
+    pub paired_by: Option<PairedBy>,
+    /// Why, in a sentence: the span of its events within the run's (the dates as the log
+    /// prints them), or why the time could not decide.
+    pub pairing: Option<String>,
+}
+
+/// How a snapshot was set beside a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PairedBy {
+    /// Its events fall within the run's time span (from its first step's start to its last
+    /// step line) and no other run's.
+    Time,
+    /// By the path the run printed or the name given: the logs or the snapshot give no time
+    /// to decide by.
+    Name,
 }
 
 /// One group of blocks live at a snapshot's peak.

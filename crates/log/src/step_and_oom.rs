@@ -27,6 +27,15 @@ pub struct StepLine {
     /// `peak-gpu-memory X GB` in bytes (PithTrain divides by 1024³); a line with a figure beyond
     /// [`super::parse::MAX_BYTES`] is not a step line.
     pub peak_gpu_memory: Option<i64>,
+    /// The line's fingerprint: a hash of its text from `step N/M` to the end (the step and
+    /// every figure, not the date or a launcher's prefix), [`digest`]. Two step lines with the
+    /// same fingerprint are the same step of the same launch (the step time is there to the
+    /// millisecond), so a log that repeats another's step lines is told by it.
+    pub digest: u64,
+    /// The date the line begins with (`2026-12-01 22:17:50`, after any launcher prefix), as
+    /// seconds since 1970-01-01 00:00:00 of the same clock (the time zone is the logging
+    /// machine's, unknown here); `None` when the line has none.
+    pub time: Option<i64>,
 }
 
 /// What one OOM line says: PyTorch's figures, each `None` when the message lacks it.
@@ -63,11 +72,14 @@ pub fn parse_step_line(line: &str) -> Option<StepLine> {
                 None => (v, None),
             };
             let step = step.parse().ok()?;
+            let at = field.as_ptr() as usize - line.as_ptr() as usize;
             out = Some(StepLine {
                 step,
                 max_steps: max,
                 step_time_s: None,
                 peak_gpu_memory: None,
+                digest: digest(&line.as_bytes()[at..]),
+                time: line_time(&line.as_bytes()[..at]),
             });
             break;
         }
@@ -96,6 +108,10 @@ pub struct StepFields<'a> {
     pub step_time: Option<&'a [u8]>,
     /// `peak-gpu-memory X GB` in bytes.
     pub peak_gpu_memory: Option<i64>,
+    /// [`StepLine::digest`].
+    pub digest: u64,
+    /// [`StepLine::time`].
+    pub time: Option<i64>,
 }
 
 impl StepFields<'_> {
@@ -106,8 +122,56 @@ impl StepFields<'_> {
             max_steps: self.max_steps,
             step_time_s: self.step_time.and_then(parse_f64),
             peak_gpu_memory: self.peak_gpu_memory,
+            digest: self.digest,
+            time: self.time,
         }
     }
+}
+
+/// [`StepLine::digest`] of the text from the `step N/M` field on: FNV-1a over its bytes, trailing
+/// whitespace left out, then mixed (SplitMix64's finaliser) so that fingerprints can be summed.
+pub fn digest(from_step: &[u8]) -> u64 {
+    let ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let end = from_step.iter().rposition(|b| !ws(b)).map_or(0, |p| p + 1);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in &from_step[..end] {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// The first `YYYY-MM-DD HH:MM:SS` (or `…T…`) in `prefix` (the text before a step line's step
+/// field), as seconds since 1970-01-01 00:00:00 of the same clock.
+pub fn line_time(prefix: &[u8]) -> Option<i64> {
+    const SHAPE: &[u8; 19] = b"dddd-dd-dd dd:dd:dd";
+    let fits = |w: &[u8]| {
+        w.iter().zip(SHAPE).all(|(&b, &s)| match s {
+            b'd' => b.is_ascii_digit(),
+            b' ' => b == b' ' || b == b'T',
+            _ => b == s,
+        })
+    };
+    let w = prefix.windows(SHAPE.len()).find(|w| fits(w))?;
+    let n =
+        |r: std::ops::Range<usize>| w[r].iter().fold(0i64, |n, &b| n * 10 + i64::from(b - b'0'));
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    let (hh, mm, ss) = (n(11..13), n(14..16), n(17..19));
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Days from 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
 }
 
 fn parse_f64(text: &[u8]) -> Option<f64> {
@@ -133,11 +197,14 @@ pub fn parse_step_ascii(line: &[u8]) -> Option<StepFields<'_>> {
                 Some(p) => (&v[..p], parse_u64(&v[p + 1..])),
                 None => (v, None),
             };
+            let at = field.as_ptr() as usize - line.as_ptr() as usize;
             out = Some(StepFields {
                 step: parse_u64(step)?,
                 max_steps: max,
                 step_time: None,
                 peak_gpu_memory: None,
+                digest: digest(&line[at..]),
+                time: line_time(&line[..at]),
             });
             break;
         }
@@ -216,6 +283,11 @@ pub struct StepRun {
     /// The highest `peak-gpu-memory` of steps ≥ 2, which have optimizer state (`None` below
     /// any value).
     pub steady_peak_gpu_memory: Option<i64>,
+    /// The wrapping sum of the lines' [`StepLine::digest`]s: the same however the lines are
+    /// cut into stretches.
+    pub digest: u64,
+    /// The date of the last dated line ([`StepLine::time`]).
+    pub last_time: Option<i64>,
 }
 
 impl StepRun {
@@ -229,13 +301,38 @@ impl StepRun {
             peak_gpu_memory: None,
             peak_step: None,
             steady_peak_gpu_memory: None,
+            digest: 0,
+            last_time: None,
         };
-        run.add(first.step, first.max_steps, first.peak_gpu_memory);
+        run.fold(
+            first.step,
+            first.max_steps,
+            first.peak_gpu_memory,
+            first.digest,
+            first.time,
+        );
         run
     }
 
-    /// Folds in the next step line: its step, `M` and `peak-gpu-memory`.
-    pub fn add(&mut self, step: u64, max_steps: Option<u64>, peak_gpu_memory: Option<i64>) {
+    /// Folds in the next step line.
+    pub fn add(&mut self, line: &StepFields<'_>) {
+        self.fold(
+            line.step,
+            line.max_steps,
+            line.peak_gpu_memory,
+            line.digest,
+            line.time,
+        );
+    }
+
+    fn fold(
+        &mut self,
+        step: u64,
+        max_steps: Option<u64>,
+        peak_gpu_memory: Option<i64>,
+        digest: u64,
+        time: Option<i64>,
+    ) {
         self.lines += 1;
         self.last_step = step;
         self.max_steps = max_steps.or(self.max_steps);
@@ -246,7 +343,30 @@ impl StepRun {
         if step >= 2 && peak_gpu_memory > self.steady_peak_gpu_memory {
             self.steady_peak_gpu_memory = peak_gpu_memory;
         }
+        self.digest = self.digest.wrapping_add(digest);
+        self.last_time = time.or(self.last_time);
     }
+}
+
+/// A [`line_time`] as the log printed it: `2026-12-01 22:17:50`.
+pub fn format_time(secs: i64) -> String {
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
 
 /// Parses a line holding `CUDA out of memory`: PyTorch's message reads (2.x)
@@ -340,8 +460,46 @@ mod tests {
                 max_steps: Some(4096),
                 step_time_s: Some(1.234),
                 peak_gpu_memory: Some(65_745_211_884),
+                digest: digest(
+                    b"step 00000001/00004096 | step-time 1.234 sec | cross-entropy-loss 10.1234 \
+                      | learning-rate 1.000000e-04 | peak-gpu-memory 61.23 GB"
+                ),
+                time: Some(1_784_714_400),
             })
         );
+    }
+
+    #[test]
+    fn a_step_line_is_fingerprinted_from_its_step_on_and_dated() {
+        let a = parse_step_line(
+            "2026-12-01 22:17:50 | INFO | step 00000001/00000003 | step-time 10.963 sec | \
+             peak-gpu-memory 0.18 GB",
+        )
+        .unwrap();
+        let b = parse_step_line(
+            "[rank0]: 12/01 | step 00000001/00000003 | step-time 10.963 sec | \
+             peak-gpu-memory 0.18 GB  ",
+        )
+        .unwrap();
+        let c = parse_step_line(
+            "2026-12-01 22:17:50 | INFO | step 00000001/00000003 | step-time 10.964 sec | \
+             peak-gpu-memory 0.18 GB",
+        )
+        .unwrap();
+        assert_eq!(a.digest, b.digest, "the same step and figures");
+        assert_ne!(a.digest, c.digest, "another step time");
+        // 2026-12-01 22:17:50 as `date -u -d '2026-12-01 22:17:50' +%s` gives it.
+        assert_eq!((a.time, b.time), (Some(1_796_163_470), None));
+        assert_eq!(line_time(b"1970-01-01T00:00:01 x"), Some(1));
+        assert_eq!(line_time(b"2024-02-29 12:00:00"), Some(1_709_208_000));
+        assert_eq!(line_time(b"2024-13-29 12:00:00"), None);
+        for text in [
+            "2026-12-01 22:17:50",
+            "2024-02-29 00:00:59",
+            "1969-12-31 23:59:59",
+        ] {
+            assert_eq!(format_time(line_time(text.as_bytes()).unwrap()), text);
+        }
     }
 
     #[test]
@@ -379,11 +537,22 @@ mod tests {
             max_steps: Some(10),
             step_time_s: Some(2.5),
             peak_gpu_memory: None,
+            digest: 1,
+            time: Some(100),
+        };
+        let fields = |step, max_steps, peak_gpu_memory| StepFields {
+            step,
+            max_steps,
+            step_time: None,
+            peak_gpu_memory,
+            digest: step,
+            time: None,
         };
         let mut run = StepRun::new(first);
-        run.add(2, None, Some(5));
-        run.add(3, Some(11), Some(7));
-        run.add(4, None, Some(7));
+        run.add(&fields(2, None, Some(5)));
+        run.add(&fields(3, Some(11), Some(7)));
+        run.add(&fields(4, None, Some(7)));
+        assert_eq!((run.digest, run.last_time), (10, Some(100)));
         assert_eq!((run.lines, run.last_step, run.max_steps), (4, 4, Some(11)));
         assert_eq!((run.peak_gpu_memory, run.peak_step), (Some(7), Some(3)));
         assert_eq!(run.first, first);

@@ -88,6 +88,27 @@ struct RunState {
     /// The source of the run's latest step line: setup printed after it, or a step that does
     /// not go up, in the same source is a new launch ([`runs`]).
     steps_source: Option<usize>,
+    /// The run's step lines source by source, in order: a source whose step lines repeat
+    /// another run's is taken out at the end ([`drop_repeated_steps`]).
+    step_parts: Vec<StepPart>,
+}
+
+/// The step lines one source gave a run.
+struct StepPart {
+    source: usize,
+    /// Their training figures, as if they were the run's only step lines.
+    training: Training,
+    /// The wrapping sum of their [`crate::step_and_oom::StepLine::digest`]s.
+    digest: u64,
+}
+
+impl StepPart {
+    /// What two sets of the same step lines share: the count, the first and last steps and the
+    /// sum of the lines' fingerprints.
+    fn key(&self) -> (u64, u64, u64, u64) {
+        let t = &self.training;
+        (t.steps_logged, t.first_step, t.last_step, self.digest)
+    }
 }
 
 /// Builds a [`Report`] from lines fed in file order.
@@ -195,27 +216,27 @@ impl ReportBuilder {
         }) {
             self.runs.push(RunState::default());
         }
-        self.run().steps_source = Some(source);
-        let t = self.run().training.get_or_insert(Training {
-            steps_logged: 0,
-            first_step: first.step,
-            last_step: first.step,
-            max_steps: first.max_steps,
-            first_step_time_s: first.step_time_s,
-            first_step_peak_gpu_memory: first.peak_gpu_memory,
-            peak_gpu_memory: None,
-            peak_step: None,
-            steady_peak_gpu_memory: None,
-        });
-        t.steps_logged += steps.lines;
-        t.last_step = steps.last_step;
-        t.max_steps = steps.max_steps.or(t.max_steps);
-        if steps.peak_gpu_memory > t.peak_gpu_memory {
-            t.peak_gpu_memory = steps.peak_gpu_memory;
-            t.peak_step = steps.peak_step;
-        }
-        if steps.steady_peak_gpu_memory > t.steady_peak_gpu_memory {
-            t.steady_peak_gpu_memory = steps.steady_peak_gpu_memory;
+        // Step lines alone do not make a source one of the run's: a source whose step lines
+        // turn out to repeat another run's is no part of it ([`drop_repeated_steps`]).
+        let run = self.current_run();
+        run.steps_source = Some(source);
+        fold_steps(&mut run.training, steps);
+        match run.step_parts.last_mut() {
+            Some(part) if part.source == source => {
+                let mut t = Some(part.training.clone());
+                fold_steps(&mut t, steps);
+                part.training = t.expect("folded");
+                part.digest = part.digest.wrapping_add(steps.digest);
+            }
+            _ => {
+                let mut t = None;
+                fold_steps(&mut t, steps);
+                run.step_parts.push(StepPart {
+                    source,
+                    training: t.expect("folded"),
+                    digest: steps.digest,
+                });
+            }
         }
     }
 
@@ -243,13 +264,20 @@ impl ReportBuilder {
         self.scratch = scratch;
     }
 
-    /// The current run, begun on the first line fed.
-    fn run(&mut self) -> &mut RunState {
+    /// The current run, begun on the first line fed; the source being read is not noted as one
+    /// of its sources.
+    fn current_run(&mut self) -> &mut RunState {
         if self.runs.is_empty() {
             self.runs.push(RunState::default());
         }
+        self.runs.last_mut().expect("just ensured")
+    }
+
+    /// The current run, begun on the first line fed, with the source being read noted as one of
+    /// its sources.
+    fn run(&mut self) -> &mut RunState {
         let source = self.source;
-        let run = self.runs.last_mut().expect("just ensured");
+        let run = self.current_run();
         if run.noted_source != Some(source) {
             run.sources.insert(source);
             run.noted_source = Some(source);
@@ -420,18 +448,38 @@ impl ReportBuilder {
             run.stats.detail_prints_not_read += not_read;
             self.stats.detail_prints_not_read += not_read;
         }
-        let sources: Vec<BTreeSet<usize>> = self.runs.iter().map(|r| r.sources.clone()).collect();
-        let names = runs::names(&sources, &inputs);
-        let runs = self
+        let repeats = drop_repeated_steps(&mut self.runs);
+        let mut sources: Vec<BTreeSet<usize>> = self
+            .runs
+            .iter()
+            .map(|r| {
+                let mut s = r.sources.clone();
+                s.extend(r.step_parts.iter().map(|p| p.source));
+                s
+            })
+            .collect();
+        let mut runs: Vec<Run> = self
             .runs
             .into_iter()
-            .zip(names)
-            .map(|(state, name)| state.finish(name, &inputs))
+            .zip(&sources)
+            .map(|(state, sources)| state.finish(sources, &inputs))
+            .collect();
+        let repeated = repeated_inputs(&mut runs, &mut sources, repeats, &inputs);
+        for (run, name) in runs.iter_mut().zip(runs::names(&sources, &inputs)) {
+            run.name = name;
+        }
+        let repeated = repeated
+            .into_iter()
+            .map(|(r, mut input)| {
+                input.repeats = runs[r].name.clone();
+                input
+            })
             .collect();
         Report {
             schema_version: SCHEMA_VERSION,
             inputs,
             skipped: Vec::new(),
+            repeated,
             stats: self.stats,
             runs,
             notes: Vec::new(),
@@ -461,7 +509,8 @@ impl RunState {
         self.ranks.get_or_insert_with(rank, || RankState::new(rank))
     }
 
-    fn finish(self, name: String, inputs: &[String]) -> Run {
+    /// The run, from `sources` (its sources and those of its step lines); named later.
+    fn finish(self, sources: &BTreeSet<usize>, inputs: &[String]) -> Run {
         let mut ranks: Vec<RankReport> = self.ranks.into_values().map(|s| *s.report).collect();
         for rank in &mut ranks {
             rank.peak = summary::peak(&rank.pipeline);
@@ -472,12 +521,17 @@ impl RunState {
             o.ranks = self.oom_ranks.into_iter().collect();
             o
         });
-        let crash = crash_of(self.exception, oom.as_ref(), self.training.as_ref(), &ranks);
+        let training = self.training.map(|mut t| {
+            t.first_logged_at = t.first_time.map(crate::step_and_oom::format_time);
+            t.last_logged_at = t.last_time.map(crate::step_and_oom::format_time);
+            t
+        });
+        let crash = crash_of(self.exception, oom.as_ref(), training.as_ref(), &ranks);
         let mut run = Run {
-            name,
-            sources: self.sources.iter().map(|&s| inputs[s].clone()).collect(),
+            name: String::new(),
+            sources: sources.iter().map(|&s| inputs[s].clone()).collect(),
             stats: self.stats,
-            training: self.training,
+            training,
             oom,
             crash,
             summary: summary::across_ranks(&ranks),
@@ -490,6 +544,185 @@ impl RunState {
         run.memory = joined::prints_and_steps(&run);
         run
     }
+}
+
+/// Folds a stretch of step lines into `training` (begun by the first), as feeding them one by
+/// one would.
+fn fold_steps(training: &mut Option<Training>, steps: &StepRun) {
+    let first = steps.first;
+    let t = training.get_or_insert(Training {
+        steps_logged: 0,
+        first_step: first.step,
+        last_step: first.step,
+        max_steps: first.max_steps,
+        first_step_time_s: first.step_time_s,
+        first_step_peak_gpu_memory: first.peak_gpu_memory,
+        peak_gpu_memory: None,
+        peak_step: None,
+        steady_peak_gpu_memory: None,
+        first_logged_at: None,
+        last_logged_at: None,
+        first_time: first.time,
+        last_time: None,
+    });
+    t.steps_logged += steps.lines;
+    t.last_step = steps.last_step;
+    t.max_steps = steps.max_steps.or(t.max_steps);
+    if steps.peak_gpu_memory > t.peak_gpu_memory {
+        t.peak_gpu_memory = steps.peak_gpu_memory;
+        t.peak_step = steps.peak_step;
+    }
+    if steps.steady_peak_gpu_memory > t.steady_peak_gpu_memory {
+        t.steady_peak_gpu_memory = steps.steady_peak_gpu_memory;
+    }
+    t.last_time = steps.last_time.or(t.last_time);
+}
+
+/// `a`'s step lines followed by `b`'s, as one [`Training`].
+fn join_training(a: Training, b: &Training) -> Training {
+    let mut t = a;
+    t.steps_logged += b.steps_logged;
+    t.last_step = b.last_step;
+    t.max_steps = b.max_steps.or(t.max_steps);
+    if b.peak_gpu_memory > t.peak_gpu_memory {
+        t.peak_gpu_memory = b.peak_gpu_memory;
+        t.peak_step = b.peak_step;
+    }
+    if b.steady_peak_gpu_memory > t.steady_peak_gpu_memory {
+        t.steady_peak_gpu_memory = b.steady_peak_gpu_memory;
+    }
+    t.first_time = t.first_time.or(b.first_time);
+    t.last_time = b.last_time.or(t.last_time);
+    t
+}
+
+/// Step lines of a source taken out of a run because they repeat those of run `of`.
+struct Repeat {
+    source: usize,
+    /// The run they were read into.
+    run: usize,
+    /// The run read before whose step lines they are.
+    of: usize,
+    training: Training,
+}
+
+/// Takes out of every run the step lines of a source that repeat those read before from
+/// another file (the same count, first and last step, and fingerprints: [`StepPart::key`]) —
+/// those of a single source of a run, or all of a run's step lines; the run's training figures
+/// are then those of the step lines left.
+fn drop_repeated_steps(runs: &mut [RunState]) -> Vec<Repeat> {
+    let mut seen = std::collections::HashMap::new();
+    let mut repeats = Vec::new();
+    for (n, run) in runs.iter_mut().enumerate() {
+        let parts = std::mem::take(&mut run.step_parts);
+        let had = parts.len();
+        for part in parts {
+            match seen.get(&part.key()) {
+                // Another file's: one file that holds the same lines twice holds two runs
+                // ([`runs`]), as it always did.
+                Some(&(of, source)) if source != part.source => repeats.push(Repeat {
+                    source: part.source,
+                    run: n,
+                    of,
+                    training: part.training,
+                }),
+                Some(_) => run.step_parts.push(part),
+                None => {
+                    seen.insert(part.key(), (n, part.source));
+                    run.step_parts.push(part);
+                }
+            }
+        }
+        if run.step_parts.len() > 1 {
+            let (mut lines, mut digest) = (0u64, 0u64);
+            for part in &run.step_parts {
+                lines += part.training.steps_logged;
+                digest = digest.wrapping_add(part.digest);
+            }
+            let first = run.step_parts[0].training.first_step;
+            let last = run.step_parts[run.step_parts.len() - 1].training.last_step;
+            seen.entry((lines, first, last, digest))
+                .or_insert((n, usize::MAX));
+        }
+        if run.step_parts.len() < had {
+            run.training = run
+                .step_parts
+                .iter()
+                .map(|p| p.training.clone())
+                .reduce(|a, b| join_training(a, &b));
+        }
+    }
+    repeats
+}
+
+/// What the report says of `repeats`, each with the index of the run repeated (whose name is
+/// known once the runs are named); a run left with nothing of its own — no step lines, and no
+/// prints or prints that are those of the run it repeats, no OOM, no exception — is taken out,
+/// with its `sources`.
+fn repeated_inputs(
+    runs: &mut Vec<Run>,
+    sources: &mut Vec<BTreeSet<usize>>,
+    repeats: Vec<Repeat>,
+    inputs: &[String],
+) -> Vec<(usize, crate::schema::RepeatedInput)> {
+    if repeats.is_empty() {
+        return Vec::new();
+    }
+    let copy_of = |n: usize| -> Option<usize> {
+        let run = &runs[n];
+        let mut of = repeats.iter().filter(|r| r.run == n).map(|r| r.of);
+        let first = of.next()?;
+        let same_ranks = || {
+            run.ranks.is_empty()
+                || serde_json::to_value(&run.ranks).ok()
+                    == serde_json::to_value(&runs[first].ranks).ok()
+        };
+        (of.all(|o| o == first)
+            && run.training.is_none()
+            && run.oom.is_none()
+            && run.crash.is_none()
+            && same_ranks())
+        .then_some(first)
+    };
+    let copies: Vec<Option<usize>> = (0..runs.len()).map(copy_of).collect();
+    let mut out: Vec<(usize, crate::schema::RepeatedInput)> = repeats
+        .iter()
+        .map(|r| {
+            let t = &r.training;
+            (
+                r.of,
+                crate::schema::RepeatedInput {
+                    path: inputs[r.source].clone(),
+                    repeats: String::new(),
+                    steps: t.steps_logged,
+                    first_step: t.first_step,
+                    last_step: t.last_step,
+                    prints_too: copies[r.run].is_some() && !runs[r.run].ranks.is_empty(),
+                },
+            )
+        })
+        .collect();
+    // Take the copies out, and renumber what the rest repeat.
+    let mut index = Vec::with_capacity(runs.len());
+    let mut kept = 0;
+    for copy in &copies {
+        index.push(kept);
+        kept += usize::from(copy.is_none());
+    }
+    let mut n = 0;
+    runs.retain(|_| {
+        n += 1;
+        copies[n - 1].is_none()
+    });
+    let mut n = 0;
+    sources.retain(|_| {
+        n += 1;
+        copies[n - 1].is_none()
+    });
+    for (of, _) in &mut out {
+        *of = index[*of];
+    }
+    out
 }
 
 /// The [`Crash`] of a run that ended in `exception` or logged `oom` (an OOM line without a
@@ -982,6 +1215,43 @@ mod tests {
         assert_eq!(
             r.runs.iter().map(|run| run.stats.memory_lines).sum::<u64>(),
             17
+        );
+    }
+
+    #[test]
+    fn step_lines_another_file_repeats_are_counted_once_and_said() {
+        let steps = "2026-12-01 22:17:50 | INFO | step 00000001/00000002 | step-time 9.000 sec | peak-gpu-memory 1.00 GB\n\
+                     2026-12-01 22:17:51 | INFO | step 00000002/00000002 | step-time 1.000 sec | peak-gpu-memory 2.00 GB";
+        let mut b = ReportBuilder::new(None);
+        b.begin_source(0);
+        for line in launch(0) {
+            b.line(line.as_bytes());
+        }
+        for line in steps.lines() {
+            b.line(line.as_bytes());
+        }
+        b.begin_source(1);
+        for line in launch(1) {
+            b.line(line.as_bytes());
+        }
+        b.begin_source(2);
+        for line in steps.lines() {
+            b.line(line.as_bytes());
+        }
+        let r = b.finish(["a.log", "b.log", "c.log"].map(String::from).into());
+        assert_eq!(r.runs.len(), 1);
+        let t = r.runs[0].training.as_ref().unwrap();
+        assert_eq!((t.steps_logged, t.peak_gpu_memory), (2, Some(2 * G)));
+        assert_eq!(
+            (t.first_logged_at.as_deref(), t.last_logged_at.as_deref()),
+            (Some("2026-12-01 22:17:50"), Some("2026-12-01 22:17:51"))
+        );
+        assert_eq!(r.runs[0].sources, ["a.log", "b.log"]);
+        assert_eq!(r.runs[0].name, "a.log + b.log");
+        let rep = &r.repeated[0];
+        assert_eq!(
+            (rep.path.as_str(), rep.repeats.as_str(), rep.steps),
+            ("c.log", "a.log + b.log", 2)
         );
     }
 

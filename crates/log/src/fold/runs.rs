@@ -25,6 +25,14 @@
 //! not a new one. Within one file, lines the report does not read (torchrun's
 //! banner, the launch line) play no part, so two launches in one file that print disjoint ranks
 //! read as one run.
+//!
+//! A file whose step lines are the same steps as those read before from another file — the same
+//! step numbers and figures, told by each line's fingerprint
+//! ([`crate::step_and_oom::StepLine::digest`]) — is a copy (a launcher's or driver's stdout, a
+//! copy of rank 0's log): its step lines are not counted again in any run, the report names the
+//! file and the run it repeats ([`crate::schema::RepeatedInput`]), and a run left with nothing
+//! of its own (its prints, if any, those of the run it repeats) is no run. A file that holds only
+//! such step lines is none of its run's sources.
 
 use std::collections::BTreeSet;
 

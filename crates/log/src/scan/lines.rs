@@ -469,11 +469,7 @@ impl Found {
                             Some(Hit::Steps(_))
                                 if steps.last().is_some_and(|r| step.step > r.last_step) =>
                             {
-                                steps.last_mut().expect("its run").add(
-                                    step.step,
-                                    step.max_steps,
-                                    step.peak_gpu_memory,
-                                )
+                                steps.last_mut().expect("its run").add(&step)
                             }
                             _ => {
                                 hits.push(Hit::Steps(small(steps.len())));

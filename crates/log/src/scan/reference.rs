@@ -100,9 +100,7 @@ fn one_line(
             if let Some(step) = step_and_oom::parse_step_ascii(text) {
                 match steps {
                     // A step number that does not go up is a new launch's: a stretch of its own.
-                    Some(run) if step.step > run.last_step => {
-                        run.add(step.step, step.max_steps, step.peak_gpu_memory)
-                    }
+                    Some(run) if step.step > run.last_step => run.add(&step),
                     Some(run) => {
                         sink.item(Item::Steps(run));
                         *steps = Some(StepRun::new(step.line()));

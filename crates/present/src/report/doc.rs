@@ -106,6 +106,25 @@ pub fn build(report: &Report) -> Vec<Block> {
             skipped.path, skipped.reason
         )));
     }
+    for r in &report.repeated {
+        let what = if r.prints_too {
+            "the step lines and memory prints"
+        } else {
+            "the step lines"
+        };
+        let steps = if r.first_step == r.last_step {
+            format!("step {}", r.first_step)
+        } else {
+            format!("steps {} to {}", r.first_step, r.last_step)
+        };
+        out.push(Block::Note {
+            tone: Tone::Warning,
+            text: format!(
+                "{} repeats {what} of {} ({steps}); not counted again.",
+                r.path, r.repeats
+            ),
+        });
+    }
     if report.runs.iter().all(|r| r.ranks.is_empty()) {
         out.push(Block::Note {
             tone: Tone::Warning,

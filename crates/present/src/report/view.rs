@@ -199,6 +199,12 @@ fn snapshot_blocks(s: &SnapshotView, out: &mut Vec<Block>) {
             mib(end)
         );
     }
+    if let Some(pairing) = &s.pairing {
+        let mut chars = pairing.chars();
+        if let Some(first) = chars.next() {
+            text += &format!(" {}{}.", first.to_uppercase(), chars.as_str());
+        }
+    }
     out.push(Block::Text(text));
     if !s.top_stacks.is_empty() {
         let mut t = Table::new(&[
