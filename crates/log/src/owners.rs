@@ -18,6 +18,8 @@
 //! - Saved tensors (within activations): one row per layer and stage of the peak's pass, its
 //!   largest print (one forward of one micro-batch); from the prints.
 
+use std::borrow::Cow;
+
 use memprints_snapshot::owner::Kind;
 
 use super::schema::{
@@ -37,13 +39,21 @@ pub fn attach(report: &mut Report) {
     }
 }
 
-fn row(owner: &str, kind: OwnerKind, bytes: Option<i64>, from: FigureFrom, how: &str) -> PeakOwner {
+/// A row; its names and sentences are mostly fixed ones, held without an allocation (a run of
+/// 10,000 ranks has a dozen rows each).
+fn row(
+    owner: impl Into<Cow<'static, str>>,
+    kind: OwnerKind,
+    bytes: Option<i64>,
+    from: FigureFrom,
+    how: impl Into<Cow<'static, str>>,
+) -> PeakOwner {
     PeakOwner {
-        owner: owner.to_owned(),
+        owner: owner.into(),
         kind,
         bytes,
         from,
-        how: how.to_owned(),
+        how: how.into(),
         within: None,
         layer: None,
         stage: None,
@@ -119,11 +129,11 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
     }
     for o in &gradients {
         let mut r = row(
-            &o.owner,
+            o.owner.clone(),
             OwnerKind::Gradients,
             Some(scale(o.bytes)),
             if cut { Arithmetic } else { Snapshot },
-            &snapshot_how("allocated by FSDP's gradient hooks"),
+            snapshot_how("allocated by FSDP's gradient hooks"),
         );
         r.asked_by = Some(o.asked_by.clone());
         out.push(r);
@@ -173,7 +183,7 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
             None => format!("saved by {}", g.stage),
         };
         let mut r = row(
-            &name,
+            name,
             OwnerKind::Activations,
             Some(g.activations),
             Prints,
@@ -187,11 +197,11 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
     out.extend(saved);
     for o in named.iter().filter(|o| o.kind != Kind::Gradients) {
         let mut r = row(
-            &o.owner,
+            o.owner.clone(),
             OwnerKind::Buffer,
             Some(scale(o.bytes)),
             if cut { Arithmetic } else { Snapshot },
-            &snapshot_how("its blocks"),
+            snapshot_how("its blocks"),
         );
         r.asked_by = Some(o.asked_by.clone());
         out.push(r);

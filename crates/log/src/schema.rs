@@ -8,6 +8,8 @@
 //! order is the JSON's key order: a change here is a change of the schema, and bumps
 //! [`SCHEMA_VERSION`] when it is incompatible.
 
+use std::sync::Arc;
+
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -678,7 +680,7 @@ pub struct LayerProbe {
     /// operation that ends at `pipeline[pipeline_position]`.
     pub pipeline_position: usize,
     /// The probe's label, trimmed.
-    pub label: String,
+    pub label: Arc<str>,
     /// 0 for `layer_forward`'s stage probes and prolog/epilog, 1 inside the model's layer.
     pub depth: u8,
     /// `N` of `layerN` in the label.
@@ -686,9 +688,9 @@ pub struct LayerProbe {
     /// `N` of `stageN` in the label.
     pub stage: Option<u32>,
     /// The name of a trailing `name=(shape)`.
-    pub tensor: Option<String>,
+    pub tensor: Option<Arc<str>>,
     /// The shape of a trailing `name=(shape)`; `None` when it is not a tuple of integers.
-    pub shape: Option<Vec<u64>>,
+    pub shape: Option<Arc<[u64]>>,
     /// Allocated.
     pub allocated: i64,
     /// Allocated minus the previous probe's in the same forward pass (experts probes included).
@@ -703,11 +705,11 @@ pub struct ExpertProbe {
     /// As [`LayerProbe::pipeline_position`].
     pub pipeline_position: usize,
     /// `input`, `after gate_proj`, `after clamped_swiglu`, …
-    pub step: String,
+    pub step: Arc<str>,
     /// The name of a trailing `name=(shape)`.
-    pub tensor: Option<String>,
+    pub tensor: Option<Arc<str>>,
     /// The shape of a trailing `name=(shape)`.
-    pub shape: Option<Vec<u64>>,
+    pub shape: Option<Arc<[u64]>>,
     /// Allocated.
     pub allocated: i64,
     /// As [`LayerProbe::change`].
@@ -745,9 +747,9 @@ pub struct SavedTensor {
     /// A weight (`saved (weight)`) rather than an activation.
     pub weight: bool,
     /// Its shape; `None` when the printed one is not a tuple of integers.
-    pub shape: Option<Vec<u64>>,
+    pub shape: Option<Arc<[u64]>>,
     /// Its dtype without the `torch.` prefix.
-    pub dtype: std::borrow::Cow<'static, str>,
+    pub dtype: Arc<str>,
     /// Its size in bytes.
     pub size: i64,
     /// Where `size` comes from.
@@ -938,7 +940,7 @@ pub struct PeakOwners {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PeakOwner {
     /// What it is, as the report names it (`weights`, `cuBLAS/cuBLASLt workspace`, …).
-    pub owner: String,
+    pub owner: std::borrow::Cow<'static, str>,
     /// What its bytes are.
     pub kind: OwnerKind,
     /// Its bytes; `None` when nothing measured them (they stay in another row, said in `how`).
@@ -946,7 +948,7 @@ pub struct PeakOwner {
     /// Where the figure came from.
     pub from: FigureFrom,
     /// How it was measured or worked out, in a few words.
-    pub how: String,
+    pub how: std::borrow::Cow<'static, str>,
     /// The row this one is a part of (`activations`); `None` for a part of the total.
     pub within: Option<OwnerKind>,
     /// The layer of saved activations.

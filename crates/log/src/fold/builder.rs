@@ -427,12 +427,16 @@ impl ReportBuilder {
     /// job); `inputs` names the inputs by index.
     pub fn finish(mut self, inputs: Vec<String>) -> Report {
         let map = self.map.take();
+        // One per report: what it keeps lives as long as the report.
+        let interner = super::intern::Interner::default();
         for run in &mut self.runs {
             // Closing a rank reads its last pass in detail: the ranks are independent, and
-            // this is most of what is left to do once the logs are read.
+            // this is most of what is left to do once the logs are read. Each rank's text and
+            // shapes are then shared with the ranks closed before ([`super::intern`]).
             let mut states: Vec<&mut RankState> = run.ranks.values_mut().collect();
             states.par_iter_mut().for_each(|state| {
                 state.close(backed(&map));
+                interner.rank(&mut state.report);
                 state.settle();
             });
             for state in run.ranks.values_mut() {
@@ -1070,10 +1074,10 @@ mod tests {
             ]
         );
         assert_eq!(rank.layers[1].tensor.as_deref(), Some("dispatch"));
-        assert_eq!(rank.layers[1].shape, Some(vec![8192, 2048]));
+        assert_eq!(rank.layers[1].shape, Some(vec![8192, 2048].into()));
         let e = &rank.experts[0];
         assert_eq!(
-            (e.step.as_str(), e.tensor.as_deref(), e.change),
+            (&*e.step, e.tensor.as_deref(), e.change),
             ("after gate_up_proj", Some("gate_up"), Some(G / 4))
         );
         assert_eq!(
@@ -1097,8 +1101,8 @@ mod tests {
             (g[0].activations, g[0].weights, g[0].count, g[0].complete),
             (16 << 20, 1 << 19, 2, true)
         );
-        assert_eq!(g[0].tensors[1].shape, Some(vec![2048]));
-        assert_eq!(g[0].tensors[0].dtype, "bfloat16");
+        assert_eq!(g[0].tensors[1].shape, Some(vec![2048].into()));
+        assert_eq!(&*g[0].tensors[0].dtype, "bfloat16");
         assert_eq!(
             (g[1].stage.as_str(), g[1].activations, g[1].complete),
             ("stage3", 1 << 20, false)
@@ -1376,7 +1380,7 @@ mod tests {
             Some(("after scatter", "output_tokens", "(4, 2)"))
         );
         assert_eq!(split_tensor("after norm, before lm_head"), None);
-        assert_eq!(parse_shape("()"), Some(vec![]));
+        assert_eq!(parse_shape("()"), Some(vec![].into()));
         assert_eq!(parse_shape("(a, 2)"), None);
     }
 }

@@ -4,9 +4,11 @@
 //! [`builder`] (the [`ReportBuilder`], a [`crate::scan::Sink`]), [`runs`] (telling launches
 //! apart), [`rank_map`] (its per-rank states), [`passes`] (one rank's pipeline passes, which
 //! are read in detail), [`saved`] (saved tensors' exact bytes), [`summary`] (peaks, the
-//! breakdown at the peak, the cross-rank imbalance).
+//! breakdown at the peak, the cross-rank imbalance), [`intern`] (text and shapes held once for
+//! all ranks).
 
 pub mod builder;
+pub mod intern;
 pub mod passes;
 pub mod rank_map;
 pub mod runs;

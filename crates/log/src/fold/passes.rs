@@ -309,7 +309,7 @@ impl DetailFold {
                 group.tensors.push(SavedTensor {
                     weight,
                     shape,
-                    dtype: saved::dtype_name(dtype),
+                    dtype: dtype.strip_prefix("torch.").unwrap_or(dtype).into(),
                     size,
                     size_from,
                     bytes_exact,
@@ -362,7 +362,7 @@ impl DetailFold {
         self.last_probe = Some((position, allocated));
         let label = raw_label.trim();
         let (tensor, shape, before) = match split_tensor(label) {
-            Some((before, name, shape)) => (Some(name.to_owned()), parse_shape(shape), before),
+            Some((before, name, shape)) => (Some(name.into()), parse_shape(shape), before),
             None => (None, None, label),
         };
         let last = |source| last_point(seq, source, label, allocated);
@@ -374,7 +374,7 @@ impl DetailFold {
             kept.experts.push(ExpertProbe {
                 pass: kept.index,
                 pipeline_position: position,
-                step: step.trim().to_owned(),
+                step: step.trim().into(),
                 tensor,
                 shape,
                 allocated,
@@ -387,7 +387,7 @@ impl DetailFold {
         kept.layers.push(LayerProbe {
             pass: kept.index,
             pipeline_position: position,
-            label: label.to_owned(),
+            label: label.into(),
             depth: u8::from(indent > 0),
             layer: number_after(label, "layer"),
             stage: number_after(label, "stage"),
@@ -432,17 +432,15 @@ pub fn split_tensor(label: &str) -> Option<(&str, &str, &str)> {
 }
 
 /// `(4096, 2048)` → `[4096, 2048]`; `()` → `[]`; anything else → `None`.
-pub fn parse_shape(text: &str) -> Option<Vec<u64>> {
+pub fn parse_shape(text: &str) -> Option<std::sync::Arc<[u64]>> {
     let inner = text.strip_prefix('(')?.strip_suffix(')')?;
-    let mut dims: Vec<u64> = inner
+    // Shared: held for every tensor of every rank to the end, once ([`super::intern`]).
+    inner
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| s.parse().ok())
-        .collect::<Option<_>>()?;
-    // Held for every tensor of every rank to the end: no room to spare.
-    dims.shrink_to_fit();
-    Some(dims)
+        .collect()
 }
 
 /// The number right after the first `word` that is followed by a digit (`layer5` → 5).

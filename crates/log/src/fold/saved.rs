@@ -32,47 +32,6 @@ pub fn element_size(dtype: &str) -> Option<i64> {
     })
 }
 
-/// PyTorch's dtype names as [`crate::schema::SavedTensor::dtype`] keeps them: a run of
-/// 10,000 ranks saves millions of tensors, of a handful of dtypes.
-const DTYPES: [&str; 27] = [
-    "bfloat16",
-    "float32",
-    "float16",
-    "int64",
-    "int32",
-    "bool",
-    "uint8",
-    "int8",
-    "int16",
-    "float64",
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e4m3fnuz",
-    "float8_e5m2fnuz",
-    "float8_e8m0fnu",
-    "uint16",
-    "uint32",
-    "uint64",
-    "complex64",
-    "complex128",
-    "complex32",
-    "half",
-    "float",
-    "double",
-    "long",
-    "int",
-    "short",
-];
-
-/// `dtype` without its `torch.` prefix, held without an allocation when it is a known one.
-pub fn dtype_name(dtype: &str) -> std::borrow::Cow<'static, str> {
-    let name = dtype.strip_prefix("torch.").unwrap_or(dtype);
-    match DTYPES.iter().find(|&&known| known == name) {
-        Some(known) => std::borrow::Cow::Borrowed(known),
-        None => std::borrow::Cow::Owned(name.to_owned()),
-    }
-}
-
 /// The size of one saved tensor: (bytes, where they come from).
 pub fn tensor_size(
     printed: i64,

@@ -50,7 +50,7 @@ fn num_or_na(v: Option<u32>) -> String {
 }
 
 /// A shape as Python prints a tuple: `(4, 2)`, `(7,)`; an unknown one is [`NOT_APPLICABLE`].
-fn shape(s: &Option<Vec<u64>>) -> String {
+fn shape(s: &Option<std::sync::Arc<[u64]>>) -> String {
     match s {
         Some(dims) if dims.len() == 1 => format!("({},)", dims[0]),
         Some(dims) => {
@@ -699,10 +699,8 @@ fn rank_section(r: &RankReport, out: &mut Vec<Block>) {
         for e in &r.experts {
             t.rows.push(vec![
                 during(e.pipeline_position),
-                e.step.clone(),
-                e.tensor
-                    .clone()
-                    .unwrap_or_else(|| NOT_APPLICABLE.to_owned()),
+                e.step.to_string(),
+                e.tensor.as_deref().unwrap_or(NOT_APPLICABLE).to_owned(),
                 shape(&e.shape),
                 gib(e.allocated),
                 or_na(e.change, signed_gib),
@@ -909,7 +907,7 @@ fn owners_blocks(o: &PeakOwners, out: &mut Vec<Block>) {
     for r in &o.owners {
         let name = match r.within {
             Some(_) => format!("  of which {}", r.owner),
-            None => r.owner.clone(),
+            None => r.owner.to_string(),
         };
         let share = match r.bytes {
             Some(bytes) if o.total > 0 => format!("{:.1}%", bytes as f64 * 100.0 / o.total as f64),
@@ -921,7 +919,7 @@ fn owners_blocks(o: &PeakOwners, out: &mut Vec<Block>) {
             measured(r.bytes, gib),
             share,
             figure_from(r.from).to_owned(),
-            r.how.clone(),
+            r.how.to_string(),
         ]);
     }
     t.rows.push(vec![
@@ -1022,7 +1020,7 @@ mod tests {
 
     #[test]
     fn shapes_print_like_python_tuples() {
-        assert_eq!(shape(&Some(vec![4, 2])), "(4, 2)");
-        assert_eq!(shape(&Some(vec![7])), "(7,)");
+        assert_eq!(shape(&Some(vec![4, 2].into())), "(4, 2)");
+        assert_eq!(shape(&Some(vec![7].into())), "(7,)");
     }
 }
