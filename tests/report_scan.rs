@@ -52,7 +52,9 @@ fn line_by_line(files: &[PathBuf]) -> String {
         names.push(file.display().to_string());
     }
     let mut report = builder.finish(names);
+    memprints_log::headroom::attach(&mut report, None);
     joined::attach_snapshots(&mut report, &[]);
+    memprints_log::owners::attach(&mut report);
     memprints_log::whatif::attach(&mut report, &[], None);
     render::json(&report)
 }

@@ -111,7 +111,7 @@ fn many_items(path: &Path) -> Option<(Vec<Seen>, ScanCounts)> {
     let mut text = true;
     many::scan_files(
         &[path.to_path_buf()],
-        |_| (),
+        |_, _| (),
         |_, outcome| -> Result<(), ()> {
             match outcome.unwrap() {
                 Some((collected, ())) => {

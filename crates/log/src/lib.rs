@@ -138,7 +138,16 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
             }),
         }
     } else {
-        many::scan_files(&files, whatif::config_lines, &mut fold)?;
+        // PithTrain's logger writes the config line on rank 0 only, where its step lines go:
+        // the other ranks' logs of a folder are not read a second time for it.
+        let configs_of = |path: &std::path::Path, kept: &many::Collected| {
+            if kept.launches || kept.holds_steps() {
+                whatif::config_lines(path)
+            } else {
+                Vec::new()
+            }
+        };
+        many::scan_files(&files, configs_of, &mut fold)?;
     }
     let configs = (files.len() > 1).then_some(configs);
     let mut report = builder.finish(read);

@@ -17,7 +17,6 @@ use std::collections::BTreeSet;
 
 use crate::parse::{clean, split_prints};
 use crate::scan::{self as lines, Backing, Item, Needles, PreRead, ScanCounts, Sink};
-use rayon::prelude::*;
 
 use super::passes::{Passes, last_point};
 use super::rank_map::RankMap;
@@ -430,11 +429,14 @@ impl ReportBuilder {
         // One per report: what it keeps lives as long as the report.
         let interner = super::intern::Interner::default();
         for run in &mut self.runs {
-            // Closing a rank reads its last pass in detail: the ranks are independent, and
-            // this is most of what is left to do once the logs are read. Each rank's text and
-            // shapes are then shared with the ranks closed before ([`super::intern`]).
+            // Closing a rank reads its last pass in detail; each rank's text and shapes are
+            // then shared with the ranks closed before ([`super::intern`]). On this thread, not
+            // on all cores: the parsed reports then reuse the memory the raw prints, read on
+            // this thread, are freed into (glibc keeps a heap per thread, and what one frees
+            // the others do not reuse: 10,000 ranks closed on all cores held 515 MB for 280 MB
+            // of heap), and it is cheap (10,000 ranks: a few tenths of a second).
             let mut states: Vec<&mut RankState> = run.ranks.values_mut().collect();
-            states.par_iter_mut().for_each(|state| {
+            states.iter_mut().for_each(|state| {
                 state.close(backed(&map));
                 interner.rank(&mut state.report);
                 state.settle();

@@ -285,43 +285,64 @@ pub fn find_lines(
     reader: impl Read,
     needle: &[u8],
     limit: u64,
+    f: impl FnMut(&[u8]),
+) -> io::Result<()> {
+    thread_local! {
+        /// The buffer of the thread's last search: a worker that looks at file after file
+        /// (see [`super::many`]) zeroes and faults in one, not one per file.
+        static SPARE: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let mut buf = SPARE.take();
+    let found = find_lines_in(&mut buf, reader, needle, limit, f);
+    SPARE.set(buf);
+    found
+}
+
+/// [`find_lines`] with `buf` as its buffer.
+fn find_lines_in(
+    buf: &mut Vec<u8>,
+    reader: impl Read,
+    needle: &[u8],
+    limit: u64,
     mut f: impl FnMut(&[u8]),
 ) -> io::Result<()> {
     let cap = super::LINE_CAP;
     let finder = memchr::memmem::Finder::new(needle);
     let mut reader = reader.take(limit);
-    let mut buf: Vec<u8> = Vec::with_capacity(super::CHUNK + cap);
+    if buf.len() < super::CHUNK + cap {
+        buf.resize(super::CHUNK + cap, 0);
+    }
+    // `buf[..held]`: the start of an unfinished line (at most `cap` bytes), then what was read.
+    let mut held = 0;
     // The carried line is longer than `cap`: what follows it up to its newline is dropped.
     let mut dropping = false;
     loop {
-        let old = buf.len();
-        buf.resize(old + super::CHUNK, 0);
+        let old = held;
         let n = loop {
-            match reader.read(&mut buf[old..]) {
+            match reader.read(&mut buf[old..old + super::CHUNK]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 read => break read?,
             }
         };
-        buf.truncate(old + n);
-        if dropping {
-            match memchr::memchr(b'\n', &buf[old..]) {
+        held = old + n;
+        if dropping && n > 0 {
+            match memchr::memchr(b'\n', &buf[old..held]) {
                 Some(at) => {
-                    buf.drain(old..old + at);
+                    buf.copy_within(old + at..held, old);
+                    held -= at;
                     dropping = false;
                 }
                 None => {
-                    buf.truncate(old);
-                    if n > 0 {
-                        continue;
-                    }
+                    held = old;
+                    continue;
                 }
             }
         }
         let eof = n == 0;
         let whole = if eof {
-            buf.len()
+            held
         } else {
-            memchr::memrchr(b'\n', &buf).map_or(0, |at| at + 1)
+            memchr::memrchr(b'\n', &buf[..held]).map_or(0, |at| at + 1)
         };
         let region = &buf[..whole];
         let mut last_start = None;
@@ -340,9 +361,10 @@ pub fn find_lines(
         if eof {
             return Ok(());
         }
-        buf.drain(..whole);
-        if buf.len() > cap {
-            buf.truncate(cap);
+        buf.copy_within(whole..held, 0);
+        held -= whole;
+        if held > cap {
+            held = cap;
             dropping = true;
         }
     }

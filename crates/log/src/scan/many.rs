@@ -93,6 +93,12 @@ impl Collected {
         }
     }
 
+    /// Whether the scan found step lines (PithTrain's rank 0 logs them, and its config line
+    /// with them).
+    pub fn holds_steps(&self) -> bool {
+        self.items.iter().any(|item| matches!(item, Kept::Steps(_)))
+    }
+
     /// Hands the items to `sink` as the scan did.
     pub fn replay(&self, mut sink: impl FnMut(Item<'_>)) {
         for item in &self.items {
@@ -118,7 +124,10 @@ impl Collected {
 /// binary data.
 pub type Scanned<T> = io::Result<Option<(Collected, T)>>;
 
-fn scan_one<T>(path: &std::path::Path, also: impl Fn(&std::path::Path) -> T) -> Scanned<T> {
+fn scan_one<T>(
+    path: &std::path::Path,
+    also: impl Fn(&std::path::Path, &Collected) -> T,
+) -> Scanned<T> {
     let Some((reader, launches, nuls)) = inputs::open_text_head(path)? else {
         return Ok(None);
     };
@@ -131,15 +140,17 @@ fn scan_one<T>(path: &std::path::Path, also: impl Fn(&std::path::Path) -> T) -> 
         lines::scan_serial(&mut reader, Mode::FoldSteps, |item| collected.keep(item))?;
     collected.exception = crate::crash::last_exception(reader.tail());
     collected.nuls = nuls.get();
-    Ok(Some((collected, also(path))))
+    let found = also(path, &collected);
+    Ok(Some((collected, found)))
 }
 
 /// Scans `files` on all cores and calls `fold(index, outcome)` for each, in input order; see
-/// the module doc. The worker that scanned a text file also runs `also` on it (a second
-/// look at a file in the page cache, on all cores rather than on the folding thread).
+/// the module doc. The worker that scanned a text file also runs `also` on it and what the
+/// scan kept of it (a second look at a file in the page cache, on all cores rather than on the
+/// folding thread, when what was kept says it is worth one).
 pub fn scan_files<T: Send, E>(
     files: &[PathBuf],
-    also: impl Fn(&std::path::Path) -> T + Sync,
+    also: impl Fn(&std::path::Path, &Collected) -> T + Sync,
     fold: impl FnMut(usize, Scanned<T>) -> Result<(), E>,
 ) -> Result<(), E> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -166,7 +177,7 @@ mod tests {
         let mut seen = Vec::new();
         scan_files(
             &files,
-            |_| (),
+            |_, _| (),
             |index, outcome| -> Result<(), ()> {
                 let (collected, ()) = outcome.unwrap().unwrap();
                 collected.replay(|item| {
@@ -195,7 +206,7 @@ mod tests {
         let mut folded = 0;
         let err = scan_files(
             &files,
-            |_| (),
+            |_, _| (),
             |index, _| {
                 folded += 1;
                 if index == 3 { Err(index) } else { Ok(()) }
@@ -211,7 +222,7 @@ mod tests {
         let mut errors = 0;
         scan_files(
             &files,
-            |_| (),
+            |_, _| (),
             |_, outcome| -> Result<(), ()> {
                 errors += usize::from(outcome.is_err());
                 Ok(())
