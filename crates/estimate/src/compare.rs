@@ -221,11 +221,13 @@ pub enum Component {
     /// Optimizer state, against `load_ckpt | optimizer state:` when a checkpoint was loaded.
     OptimizerState,
     /// The estimator's dynamic memory at its peak, against the highest pipeline print minus
-    /// `Before pipeline`.
+    /// `Before pipeline` (less the cuBLAS workspace when a snapshot names it:
+    /// [`super::corrections`]).
     DynamicAtPeak,
     /// One layer stage's autograd saved tensors for one chunk, against its group's `activ=`.
     SavedTensors,
-    /// Memory outside PyTorch's allocator, against `non-pt=` at the highest pipeline print.
+    /// Memory outside PyTorch's allocator, against `non-pt=` at the highest pipeline print (plus
+    /// the cuBLAS workspace when a snapshot names it: [`super::corrections`]).
     NonPytorch,
     /// Fragmentation at the estimator's peak, against `cached=` at the highest pipeline print.
     Fragmentation,
