@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use memprints_estimate::compare::{Direction, MeasuredPrint, MeasuredSaved};
+use memprints_estimate::corrections::{Mismatch, Side};
 use memprints_estimate::figures::{Source, from_driver_json};
 use memprints_estimate::schedule::PrintPoint;
 use memprints_estimate::{
@@ -299,6 +300,8 @@ fn qwen3_tiny_measured() -> Measured {
                 (3, 5, "1.0"),
             ],
         ),
+        cublas_workspace: None,
+        workspace_from: None,
     }
 }
 
@@ -323,7 +326,11 @@ fn the_qwen3_tiny_run_against_its_estimate() {
     );
     assert!(step4.after_overlap);
     let peak_event = &estimate.events[estimate.peak_index];
-    assert_eq!(step4.pair.estimated_bytes, peak_event.allocated_after);
+    // No checkpoint was loaded: the estimator's optimizer state is out of every event.
+    assert_eq!(
+        step4.pair.estimated_bytes,
+        peak_event.allocated_after.map(|a| a - estimate.optimizer)
+    );
     assert_eq!(prints.iter().filter(|r| r.after_overlap).count(), 8);
     // Estimator events no print sees are kept, marked not measured.
     let unseen: Vec<_> = result
@@ -349,6 +356,7 @@ fn the_qwen3_tiny_run_against_its_estimate() {
         .find(|c| c.label.starts_with("outside PyTorch's allocator"))
         .unwrap();
     assert_eq!(non_pt.pair.estimated_bytes, Some(5_196_910_427));
+    // No snapshot names the workspace here: non-pt= as printed.
     assert_eq!(non_pt.pair.measured_bytes, Some(gib("1.28")));
     assert_eq!(non_pt.pair.off, Some(Direction::Over));
     assert_eq!(
@@ -394,6 +402,8 @@ fn the_deepseek_v2_tiny_run_against_its_estimate() {
         params_after_setup: Some(gib("0.03")),
         optimizer_state: None,
         saved_tensors: saved(&log, &[(2, 1, "10.6"), (2, 3, "5.9"), (2, 5, "1.0")]),
+        cublas_workspace: None,
+        workspace_from: None,
     };
     let result = compare(
         &recorded("dsv2-tiny-pp1")[0],
@@ -477,6 +487,135 @@ fn an_absent_side_stays_absent_and_a_loaded_optimizer_state_is_paired() {
     assert_eq!(result.verdict.off.len(), 1);
     assert_eq!(result.verdict.off[0].what, "optimizer state");
     assert_eq!(result.verdict.off[0].direction, Direction::Over);
+}
+
+#[test]
+fn the_workspace_and_the_optimizer_state_are_put_on_one_bookkeeping_before_pairing() {
+    // The qwen3 run from scratch (no checkpoint load) and the 64 MiB of cuBLAS/cuBLASLt
+    // workspace its step-0 snapshot names at the peak (two 32 MiB workspaces).
+    let estimate = &recorded("qwen3-tiny-pp1")[0];
+    let workspace: i64 = 64 << 20;
+    let raw = qwen3_tiny_measured();
+    let measured = Measured {
+        cublas_workspace: Some(workspace),
+        workspace_from: Some("rank0-step0.pickle.gz".to_owned()),
+        ..raw.clone()
+    };
+    let result = compare(estimate, &measured, Tolerance::default());
+
+    let [ws, opt] = result.corrections.as_slice() else {
+        panic!("two corrections: {:?}", result.corrections);
+    };
+    assert_eq!(
+        (ws.mismatch, ws.bytes, ws.side, ws.applied),
+        (Mismatch::CublasWorkspace, workspace, Side::Measured, true)
+    );
+    assert!(ws.from.starts_with("allocated") && ws.to.starts_with("outside PyTorch's allocator"));
+    assert!(ws.why.contains("rank0-step0.pickle.gz"), "{}", ws.why);
+    // Out of the peak and every print from the first backward on (Step4 i=0 …).
+    let moved: Vec<&str> = raw
+        .pipeline
+        .iter()
+        .map(|p| p.point.to_string())
+        .filter(|l| ws.figures.contains(l))
+        .map(|l| {
+            raw.pipeline
+                .iter()
+                .find(|p| p.point.to_string() == l)
+                .unwrap()
+        })
+        .map(|p| match p.point {
+            PrintPoint::Step4 { .. } => "step4",
+            PrintPoint::AfterStep4 { .. } => "after step4",
+            PrintPoint::AfterStep8 => "after step8",
+            _ => "earlier",
+        })
+        .collect();
+    assert_eq!(moved.len(), 9);
+    assert!(!moved.contains(&"earlier"), "{moved:?}");
+    for name in ["peak", "dynamic at the peak", "outside PyTorch's allocator"] {
+        assert!(ws.figures.iter().any(|f| f == name), "{name}");
+    }
+    assert_eq!(
+        (opt.mismatch, opt.bytes, opt.side, opt.applied),
+        (
+            Mismatch::OptimizerState,
+            estimate.optimizer,
+            Side::Estimated,
+            true
+        )
+    );
+    assert_eq!(opt.bytes, 48_322_560);
+    assert_eq!(opt.figures.len(), 1 + estimate.events.len());
+
+    // The compared figures are the corrected ones.
+    let peak = raw.peak().unwrap();
+    assert_eq!(result.peak.measured_print.as_deref(), Some("Step4 i=1"));
+    assert_eq!(
+        result.peak.pair.measured_bytes,
+        Some(peak.allocated - workspace)
+    );
+    assert_eq!(
+        result.peak.pair.estimated_bytes,
+        Some(estimate.peak().allocated - estimate.optimizer)
+    );
+    let component = |prefix: &str| {
+        result
+            .components
+            .iter()
+            .find(|c| c.label.starts_with(prefix))
+            .unwrap()
+            .pair
+    };
+    assert_eq!(
+        component("outside PyTorch's allocator").measured_bytes,
+        Some(peak.non_pytorch + workspace)
+    );
+    let before = raw.pipeline[0].allocated;
+    assert_eq!(
+        component("dynamic at the peak").measured_bytes,
+        Some(peak.allocated - before - workspace)
+    );
+    for row in result.events.iter().filter(|r| r.print.is_some()) {
+        let print = raw
+            .pipeline
+            .iter()
+            .find(|p| Some(p.point.to_string()) == row.print)
+            .unwrap();
+        let moved = if ws.figures.contains(row.print.as_ref().unwrap()) {
+            workspace
+        } else {
+            0
+        };
+        assert_eq!(row.pair.measured_bytes, Some(print.allocated - moved));
+    }
+    assert!(
+        !result.notes.iter().any(|n| n.starts_with("no checkpoint")),
+        "the correction replaces the note"
+    );
+
+    // A loaded checkpoint: the optimizer state is measured, nothing taken out.
+    let resumed = Measured {
+        optimizer_state: Some(gib("0.03")),
+        ..measured.clone()
+    };
+    let result = compare(estimate, &resumed, Tolerance::default());
+    assert_eq!(result.corrections.len(), 1);
+    assert_eq!(
+        result.peak.pair.estimated_bytes,
+        Some(estimate.peak().allocated)
+    );
+
+    // No snapshot: the workspace is not moved, and the correction says by how much it may skew.
+    let result = compare(estimate, &raw, Tolerance::default());
+    let ws = &result.corrections[0];
+    assert_eq!(
+        (ws.mismatch, ws.applied, ws.bytes),
+        (Mismatch::CublasWorkspace, false, 1 << 29)
+    );
+    assert!(ws.figures.is_empty());
+    assert!(ws.why.starts_with("no memory snapshot of this rank names"));
+    assert_eq!(result.peak.pair.measured_bytes, Some(peak.allocated));
 }
 
 fn without_notes(mut estimates: Vec<Estimate>) -> Vec<Estimate> {

@@ -2,7 +2,11 @@
 //! and a verdict.
 //!
 //! [`Measured`] is what the memory prints of one pp rank said (the caller reads it from the
-//! report; the figures are taken as given, so they equal the plain report's). [`compare`] pairs:
+//! report; the figures are taken as given, so they equal the plain report's). [`compare`] first
+//! corrects the mismatches of bookkeeping between the two sides ([`super::corrections`]: the
+//! cuBLAS workspace moved to the estimator's side when a snapshot names it, the estimator's
+//! optimizer state taken out when the run loaded no checkpoint), lists each in `corrections`,
+//! and pairs the corrected figures:
 //!
 //! - **events**: every estimator event, in order, each followed by the pipeline prints that see
 //!   its state ([`super::schedule`] has the table). A print pairs with the estimator's state
@@ -27,6 +31,7 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use super::corrections::{Correction, DYNAMIC_AT_PEAK, Mismatch, NON_PYTORCH, correct};
 use super::figures::Estimate;
 use super::schedule::{PrintPoint, Schedule};
 
@@ -70,6 +75,12 @@ pub struct Measured {
     pub optimizer_state: Option<i64>,
     /// The first complete saved-tensors group of each layer stage, in print order.
     pub saved_tensors: Vec<MeasuredSaved>,
+    /// The cuBLAS/cuBLASLt workspace held at the peak, bytes, as the rank's memory snapshot
+    /// names it (the caching allocator holds it, so it is in `alloc=`); `Some(0)` when a
+    /// snapshot names none, `None` without a snapshot (see [`super::corrections`]).
+    pub cublas_workspace: Option<i64>,
+    /// The snapshot that figure was read from (its path), for the correction's sentence.
+    pub workspace_from: Option<String>,
 }
 
 impl Measured {
@@ -210,11 +221,13 @@ pub enum Component {
     /// Optimizer state, against `load_ckpt | optimizer state:` when a checkpoint was loaded.
     OptimizerState,
     /// The estimator's dynamic memory at its peak, against the highest pipeline print minus
-    /// `Before pipeline`.
+    /// `Before pipeline` (less the cuBLAS workspace when a snapshot names it:
+    /// [`super::corrections`]).
     DynamicAtPeak,
     /// One layer stage's autograd saved tensors for one chunk, against its group's `activ=`.
     SavedTensors,
-    /// Memory outside PyTorch's allocator, against `non-pt=` at the highest pipeline print.
+    /// Memory outside PyTorch's allocator, against `non-pt=` at the highest pipeline print (plus
+    /// the cuBLAS workspace when a snapshot names it: [`super::corrections`]).
     NonPytorch,
     /// Fragmentation at the estimator's peak, against `cached=` at the highest pipeline print.
     Fragmentation,
@@ -289,6 +302,10 @@ pub struct RankComparison {
     pub peak: PeakRow,
     /// Which figures are off.
     pub verdict: Verdict,
+    /// The mismatches of bookkeeping corrected before pairing (or that could not be), each
+    /// with what was moved, how many bytes, from where to where and why; the figures above
+    /// are the corrected ones.
+    pub corrections: Vec<Correction>,
     /// The estimate's notes, then what the pairing found worth saying; one sentence each.
     pub notes: Vec<String>,
 }
@@ -298,12 +315,35 @@ fn gib(bytes: i64) -> String {
 }
 
 /// Sets `estimate` beside `measured` (the same pp rank).
+///
+/// The figures paired are those [`correct`] gives: the mismatches of bookkeeping corrected,
+/// each listed in `corrections`.
 pub fn compare(estimate: &Estimate, measured: &Measured, tolerance: Tolerance) -> RankComparison {
+    // The peak is the prints' own (the report's, where the snapshot's owners were read); the
+    // corrections change its figures, not which print it is.
+    let peak_at = measured.peak().map(|p| p.point);
+    let (estimate, measured, corrections) = correct(estimate, measured);
+    let (estimate, measured) = (&estimate, &measured);
+    let peak = measured.pipeline.iter().find(|p| Some(p.point) == peak_at);
     let schedule = estimate.schedule();
     let mut notes = estimate.notes.clone();
+    if measured.cublas_workspace == Some(0) {
+        notes.push(
+            "the memory snapshot names no cuBLAS/cuBLASLt workspace at the peak: nothing to \
+             move to the estimator's side"
+                .to_owned(),
+        );
+    }
     let events = event_rows(estimate, measured, &schedule, &tolerance, &mut notes);
-    let components = component_rows(estimate, measured, &tolerance, &mut notes);
-    let peak = peak_row(estimate, measured, &schedule, &tolerance);
+    let components = component_rows(
+        estimate,
+        measured,
+        peak,
+        &corrections,
+        &tolerance,
+        &mut notes,
+    );
+    let peak = peak_row(estimate, measured, peak, &schedule, &tolerance);
     let verdict = verdict(measured.pp_rank, &events, &components, &peak, tolerance);
     RankComparison {
         pp_rank: measured.pp_rank,
@@ -311,6 +351,7 @@ pub fn compare(estimate: &Estimate, measured: &Measured, tolerance: Tolerance) -
         components,
         peak,
         verdict,
+        corrections,
         notes,
     }
 }
@@ -405,6 +446,8 @@ fn event_rows(
 fn component_rows(
     estimate: &Estimate,
     measured: &Measured,
+    peak: Option<&MeasuredPrint>,
+    corrections: &[Correction],
     tolerance: &Tolerance,
     notes: &mut Vec<String>,
 ) -> Vec<ComponentRow> {
@@ -448,22 +491,21 @@ fn component_rows(
         Some(estimate.optimizer),
         measured.optimizer_state,
     ));
-    if measured.optimizer_state.is_none() && !measured.pipeline.is_empty() {
-        notes.push(format!(
-            "no checkpoint was loaded, so the measured pipeline holds no optimizer state (it is \
-             created by the first optimizer.step(), after the pipeline) while every estimated \
-             event includes {} of it",
-            gib(estimate.optimizer)
-        ));
-    }
+    let workspace_moved = corrections
+        .iter()
+        .any(|c| c.mismatch == Mismatch::CublasWorkspace && c.applied);
+    let (moved, moved_in) = if workspace_moved {
+        (" − cuBLAS workspace", " + cuBLAS workspace")
+    } else {
+        ("", "")
+    };
     let before = measured
         .pipeline
         .iter()
         .find(|p| p.point == PrintPoint::BeforePipeline);
-    let peak = measured.peak();
     rows.push(row(
         Component::DynamicAtPeak,
-        "dynamic at the peak (measured: peak − Before pipeline)".to_owned(),
+        format!("{DYNAMIC_AT_PEAK} (measured: peak − Before pipeline{moved})"),
         Some(estimate.at_peak.total()),
         before.zip(peak).map(|(b, p)| p.allocated - b.allocated),
     ));
@@ -486,7 +528,7 @@ fn component_rows(
     }
     rows.push(row(
         Component::NonPytorch,
-        "outside PyTorch's allocator (measured: non-pt= at the peak print)".to_owned(),
+        format!("{NON_PYTORCH} (measured: non-pt= at the peak print{moved_in})"),
         Some(estimate.non_pytorch),
         peak.map(|p| p.non_pytorch),
     ));
@@ -505,10 +547,10 @@ fn component_rows(
 fn peak_row(
     estimate: &Estimate,
     measured: &Measured,
+    peak: Option<&MeasuredPrint>,
     schedule: &Schedule,
     tolerance: &Tolerance,
 ) -> PeakRow {
-    let peak = measured.peak();
     let print_at_estimator_peak = measured
         .pipeline
         .iter()

@@ -13,7 +13,10 @@
 //! - **Measured** is read from the run's report, the same figures the plain report shows: per
 //!   pp rank, the lowest global rank with pipeline prints stands for it; its pipeline prints up
 //!   to the first `After Step8` (the first `step()`), its `setup_model | after apply_fsdp`
-//!   allocated, its checkpoint's optimizer state, and its complete saved-tensor groups.
+//!   allocated, its checkpoint's optimizer state, its complete saved-tensor groups, and the
+//!   cuBLAS/cuBLASLt workspace its `owners` name from the run's snapshot at the peak (none
+//!   without a snapshot); the comparison corrects the bookkeeping that differs between the two
+//!   sides and lists each correction (`memprints_estimate::corrections`).
 //! - Anything that stops the estimate (no tree, no estimator in it, a missing setting, the
 //!   estimator failing or timing out) becomes the section's `error`, one line; the rest of the
 //!   report is unchanged and `report` still succeeds.
@@ -29,12 +32,13 @@ use regex::Regex;
 
 use crate::parse::PipelineKind;
 pub use crate::schema::{EstimateSection, RankEstimate};
-use crate::schema::{RankReport, Report, Run, SetupPhase};
+use crate::schema::{OwnerKind, RankReport, Report, Run, SetupPhase};
 use memprints_estimate::compare::{MeasuredPrint, MeasuredSaved};
 use memprints_estimate::schedule::PrintPoint;
 use memprints_estimate::{
     EstimatorOptions, LoggedConfig, Measured, Overrides, RunSettings, Tolerance, compare, estimate,
 };
+use memprints_snapshot::owner::CUBLAS_WORKSPACE;
 
 /// How to run the estimator for `report --estimate`.
 #[derive(Debug, Clone)]
@@ -202,12 +206,24 @@ pub fn measured(rank: &RankReport, pp_rank: u32) -> Measured {
             });
         }
     }
+    // The workspace the snapshot names at the peak, as the rank's owners have it (cut in
+    // proportion when the snapshot's buffers exceed the in-flight bytes); none without one.
+    let owners = rank.owners.as_ref().filter(|o| o.snapshot.is_some());
+    let cublas_workspace = owners.map(|o| {
+        o.owners
+            .iter()
+            .filter(|r| r.kind == OwnerKind::Buffer && r.owner == CUBLAS_WORKSPACE)
+            .filter_map(|r| r.bytes)
+            .sum()
+    });
     Measured {
         pp_rank,
         pipeline,
         params_after_setup,
         optimizer_state: rank.checkpoint.as_ref().map(|c| c.optimizer_state),
         saved_tensors,
+        cublas_workspace,
+        workspace_from: owners.and_then(|o| o.snapshot.clone()),
     }
 }
 
@@ -294,6 +310,14 @@ mod tests {
         assert_eq!(checkout_at_or_above(&deep).as_deref(), Some(tree.path()));
         let elsewhere = tempfile::tempdir().unwrap();
         assert_eq!(checkout_at_or_above(elsewhere.path()), None);
+    }
+
+    #[test]
+    fn the_estimate_crate_names_the_workspace_as_the_snapshot_owners_do() {
+        assert_eq!(
+            memprints_estimate::corrections::CUBLAS_WORKSPACE,
+            CUBLAS_WORKSPACE
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The document's section on PithTrain's memory estimator: per profiled pp rank the verdict,
-//! the events and components side by side, the peak, and the estimate's notes.
+//! the corrections of bookkeeping made before pairing, the events and components side by side,
+//! the peak, and the estimate's notes.
 //!
 //! Contract: [`render`] adds nothing without `--estimate`; when the estimate could not
 //! be made it adds one warning with the reason and nothing else. An absent side prints as
@@ -8,6 +9,7 @@
 use crate::numbers::{gib, signed_gib};
 use crate::table::Table;
 use memprints_estimate::compare::{Component, Direction, Pair};
+use memprints_estimate::corrections::{Correction, DYNAMIC_AT_PEAK, NON_PYTORCH, PEAK, Side};
 use memprints_log::estimate_section::{EstimateSection, RankEstimate};
 use memprints_log::schema::Run;
 
@@ -136,6 +138,9 @@ fn rank_blocks(r: &RankEstimate, out: &mut Vec<Block>) {
             .estimated_bytes
             .map_or_else(|| NOT_ESTIMATED.to_owned(), gib),
     )));
+    for correction in &c.corrections {
+        out.push(correction_block(correction));
+    }
     let mut events = Table::new(
         &[
             [("print", false), ("estimator event", false)].as_slice(),
@@ -170,5 +175,69 @@ fn rank_blocks(r: &RankEstimate, out: &mut Vec<Block>) {
             "Note: {}.",
             note.trim_end_matches('.')
         )));
+    }
+}
+
+/// `0.06 GiB (64.00 MiB)`.
+fn gib_and_mib(bytes: i64) -> String {
+    format!("{} ({})", gib_unit(bytes), mib_unit(bytes))
+}
+
+/// The figures a correction changed, in a few words: the named ones as they are, the prints or
+/// estimator events counted, with the first and the last.
+fn figures_summary(c: &Correction) -> String {
+    let named = [PEAK, DYNAMIC_AT_PEAK, NON_PYTORCH];
+    let rows: Vec<&str> = c
+        .figures
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !named.contains(f))
+        .collect();
+    let what = match c.side {
+        Side::Measured => "print",
+        Side::Estimated => "estimator event",
+    };
+    let mut parts: Vec<String> = Vec::new();
+    if c.figures.iter().any(|f| f == PEAK) {
+        parts.push("the peak".to_owned());
+    }
+    match rows.as_slice() {
+        [] => {}
+        [one] => parts.push(format!("the {what} {one}")),
+        [first, .., last] => parts.push(format!("{} {what}s ({first} to {last})", rows.len())),
+    }
+    for name in [DYNAMIC_AT_PEAK, NON_PYTORCH] {
+        if c.figures.iter().any(|f| f == name) {
+            parts.push(name.to_owned());
+        }
+    }
+    parts.join(", ")
+}
+
+/// One correction as a paragraph; one that could not be made as a warning.
+fn correction_block(c: &Correction) -> Block {
+    let side = match c.side {
+        Side::Measured => "measured side",
+        Side::Estimated => "estimated side",
+    };
+    let why = c.why.trim_end_matches('.');
+    if c.applied {
+        Block::Text(format!(
+            "Corrected ({}, {side}): moved {} from {} to {}; changed: {}. Why: {why}.",
+            c.what,
+            gib_and_mib(c.bytes),
+            c.from,
+            c.to,
+            figures_summary(c),
+        ))
+    } else {
+        Block::Note {
+            tone: Tone::Warning,
+            text: format!(
+                "Not corrected ({}, {side}): may skew the comparison by up to {}. Why: {why}.",
+                c.what,
+                gib_and_mib(c.bytes),
+            ),
+        }
     }
 }
