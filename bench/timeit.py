@@ -6,8 +6,9 @@ Each command's stdout goes to a file (not /dev/null: GNU grep stops at the first
 output is /dev/null). Peak RSS and CPU time (user + system, all threads) come from
 `/usr/bin/time`, which runs the command (a fork of this harness would report its own RSS).
 
-Usage: timeit.py --runs N --case NAME TARGET BASELINE_CMD OURS_CMD [--case ...]
+Usage: timeit.py --runs N [--max-rss-mib M] --case NAME TARGET BASELINE_CMD OURS_CMD [--case ...]
   TARGET: the ratio ours/baseline the case must stay under, or - for none.
+  --max-rss-mib: the peak RSS ours must stay under in the cases that follow it (0: none).
   *_CMD: a shell-quoted command line (split with shlex, run without a shell).
 """
 
@@ -58,20 +59,23 @@ def main():
     args = sys.argv[1:]
     runs = 5
     cases = []
+    max_rss = 0
     while args:
         flag = args.pop(0)
         if flag == "--runs":
             runs = int(args.pop(0))
+        elif flag == "--max-rss-mib":
+            max_rss = int(args.pop(0))
         elif flag == "--case":
             name, target, base, ours = args[:4]
             del args[:4]
-            cases.append((name, target, shlex.split(base), shlex.split(ours)))
+            cases.append((name, target, shlex.split(base), shlex.split(ours), max_rss))
         else:
             sys.exit(f"unknown flag {flag}")
     failed = []
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out")
-        for name, target, base, ours in cases:
+        for name, target, base, ours, max_rss in cases:
             # One untimed run each: page cache, binary in memory.
             run(base, out)
             run(ours, out)
@@ -99,6 +103,11 @@ def main():
                 if not ok:
                     failed.append(name)
             print(f"  ratio ours/base per pair: {mmm(ratios, lambda v: f'{v:.2f}')}{verdict}")
+            if max_rss:
+                ok = rss["ours"] < max_rss * 2**20
+                print(f"  peak RSS {rss['ours'] / 2**20:.1f} MiB, limit {max_rss} MiB: {'met' if ok else 'NOT met'}")
+                if not ok:
+                    failed.append(f"{name} (RSS)")
     if failed:
         print(f"targets not met: {', '.join(failed)}")
 
