@@ -29,12 +29,19 @@ use super::schema::{
 /// Sets each rank's `owners` (see the module doc).
 pub fn attach(report: &mut Report) {
     for run in &mut report.runs {
+        // Each rank's first snapshot that names owners, looked up by rank: a run of 10,000
+        // ranks and as many snapshots is not searched 10,000 times over.
+        let mut by_rank: std::collections::HashMap<u32, &SnapshotView> = Default::default();
+        for s in run.memory.snapshots.iter().rev() {
+            if let Some(rank) = s.rank
+                && s.error.is_none()
+                && !s.owners.is_empty()
+            {
+                by_rank.insert(rank, s);
+            }
+        }
         for rank in &mut run.ranks {
-            let snapshot =
-                run.memory.snapshots.iter().find(|s| {
-                    s.rank == Some(rank.rank) && s.error.is_none() && !s.owners.is_empty()
-                });
-            rank.owners = owners(rank, snapshot);
+            rank.owners = owners(rank, by_rank.get(&rank.rank).copied());
         }
     }
 }
