@@ -42,6 +42,9 @@ fn measurements() -> Vec<Measured> {
         params_after_setup: Some(GIB / 50),
         optimizer_state: None,
         saved_tensors: vec![],
+        // Without a snapshot: the workspace correction is not applied.
+        cublas_workspace: None,
+        workspace_from: None,
     };
     let long = Measured {
         pp_rank: 1,
@@ -80,6 +83,9 @@ fn measurements() -> Vec<Measured> {
                 activations: -1,
             },
         ],
+        // A snapshot's workspace larger than any print: the correction must not overflow.
+        cublas_workspace: Some(i64::MAX / 2),
+        workspace_from: Some("snapshot.pickle".to_owned()),
     };
     vec![Measured::default(), short, long]
 }

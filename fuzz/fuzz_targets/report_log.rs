@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use memprints_log::scan::{LINE_CAP, Mode, NEEDLES, lines};
-use memprints_present::report::{self, Format};
+use memprints_present::report::{self as render, Format};
 use memprints_log::step_and_oom::{parse_step_ascii, parse_step_line};
 use memprints_log::{Report, ReportBuilder};
 
