@@ -29,8 +29,8 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::compare::Measured;
 use super::figures::Estimate;
+use super::measured::Measured;
 use super::schedule::{PrintPoint, Step3At};
 
 const GIB: f64 = (1u64 << 30) as f64;

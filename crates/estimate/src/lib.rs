@@ -9,7 +9,7 @@
 //! [`Estimate`] per pp rank ([`figures`]; [`text`] when the estimator's objects changed and only
 //! its text output can be read) → [`corrections`] puts both sides' figures on the same
 //! bookkeeping and names each change → [`mod@compare`] pairs it with what the prints measured
-//! ([`compare::Measured`]) event by event and component by component, using [`schedule`] to know
+//! ([`measured::Measured`]) event by event and component by component, using [`schedule`] to know
 //! which estimator state each pipeline print sees, and gives a verdict. [`caveats`] adds what the
 //! estimator is known not to model for the run's model config.
 //!
@@ -21,6 +21,7 @@ pub mod caveats;
 pub mod compare;
 pub mod corrections;
 pub mod figures;
+pub mod measured;
 pub mod runner;
 pub mod schedule;
 pub mod settings;

@@ -40,6 +40,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::decode::{Action, BlockState, Frame, FrameTable, Snapshot, StackId, TraceEntry};
+use super::frames::{is_internal, is_python, short_path};
 use super::owner::{self, Kind, OwnerBytes};
 
 /// Group name of blocks freed in the trace whose allocation happened before it began.
@@ -441,7 +442,7 @@ fn analyze_device(snapshot: &Snapshot, device: i64, names: &mut FrameNames) -> D
         trace_start_us: has_times.then(|| events[0].time_us),
         trace_end_us: has_times.then(|| events[events.len() - 1].time_us),
         live_before_trace_bytes: base,
-        peak_owners: owner::owners_of(&peak_stacks),
+        peak_owners: owners_of(&peak_stacks),
         peak_stacks,
         end_stacks,
         ooms,
@@ -526,20 +527,6 @@ pub fn is_shown(frame: &Frame) -> bool {
         && !HIDDEN_FILES.iter().any(|f| frame.filename.contains(f))
 }
 
-/// Whether a frame is Python source (else it is native code: a library, the interpreter).
-pub fn is_python(filename: &str) -> bool {
-    filename.ends_with(".py") || filename.starts_with("<frozen")
-}
-
-/// Whether a frame belongs to PyTorch, native code or the Python standard library.
-pub fn is_internal(filename: &str) -> bool {
-    !is_python(filename)
-        || filename.starts_with("<frozen")
-        || filename.starts_with("torch/")
-        || filename.contains("/torch/")
-        || (filename.contains("/lib/python3") && !filename.contains("-packages/"))
-}
-
 /// Whether a native frame is the caching allocator's own or not symbolized: it says nothing
 /// about who asked for the memory.
 fn is_allocator_plumbing(frame: &Frame) -> bool {
@@ -566,19 +553,6 @@ pub fn key_frame(frames: &FrameTable, stack: StackId) -> Option<usize> {
 /// True when no frame of the stack is Python source.
 fn is_native_only(frames: &FrameTable, stack: StackId) -> bool {
     !frames.stack(stack).any(|f| is_python(&f.filename))
-}
-
-/// `filename` shortened to start at `pithtrain/` or after `site-packages/`.
-pub fn short_path(filename: &str) -> &str {
-    if let Some(i) = filename.rfind("pithtrain/") {
-        return &filename[i..];
-    }
-    for marker in ["site-packages/", "dist-packages/"] {
-        if let Some(i) = filename.rfind(marker) {
-            return &filename[i + marker.len()..];
-        }
-    }
-    filename
 }
 
 /// `path:line function` of one frame, the path shortened by [`short_path`].
@@ -664,6 +638,38 @@ impl<'a> FrameNames<'a> {
         }
         (out, at)
     }
+}
+
+/// Bytes live at the device's peak per owner, largest first (then by name), from every group
+/// of `groups` (the device's `peak_stacks` before any are left out).
+pub fn owners_of(groups: &[StackGroup]) -> Vec<OwnerBytes> {
+    let mut by: std::collections::BTreeMap<&str, OwnerBytes> = Default::default();
+    for g in groups {
+        let o = by.entry(&g.owner).or_insert_with(|| OwnerBytes {
+            owner: g.owner.clone(),
+            kind: g.kind,
+            bytes: 0,
+            count: 0,
+            asked_by: g.frame.clone(),
+        });
+        o.bytes += g.bytes;
+        o.count += g.count;
+        // A model line over the largest group's native frame.
+        if !o.asked_by.contains("pithtrain/") && g.frame.contains("pithtrain/") {
+            o.asked_by = g.frame.clone();
+        }
+    }
+    let mut out: Vec<OwnerBytes> = by.into_values().collect();
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.owner.cmp(&b.owner)));
+    out
+}
+
+/// Bytes live at the device's peak per owner, largest first (then by name).
+pub fn owners_at_peak(d: &DeviceReport) -> Vec<(String, u64)> {
+    d.peak_owners
+        .iter()
+        .map(|o| (o.owner.clone(), o.bytes))
+        .collect()
 }
 
 #[cfg(test)]
@@ -909,5 +915,42 @@ mod tests {
         assert_eq!(r.peak_stacks[0].frame, NO_STACK);
         assert_eq!(r.stranded_free_bytes, 6);
         assert!((r.fragmentation - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn owners_add_up_their_groups_and_keep_the_largest_ones_line() {
+        let g = |owner: &str, frame: &str, bytes| StackGroup {
+            owner: owner.into(),
+            kind: owner::kind_of(owner),
+            frame: frame.into(),
+            bytes,
+            count: 1,
+            stack: Vec::new(),
+            key_frame: None,
+        };
+        let owners = owners_of(&[
+            g(
+                owner::CUBLAS_WORKSPACE,
+                "pithtrain/models/qwen3_moe.py:163 forward",
+                32,
+            ),
+            g(
+                owner::CUBLAS_WORKSPACE,
+                "<native only, no Python frame> x",
+                30,
+            ),
+            g(
+                "pithtrain/models/qwen3_moe.py",
+                "pithtrain/models/qwen3_moe.py:1 f",
+                40,
+            ),
+        ]);
+        assert_eq!(owners[0].owner, owner::CUBLAS_WORKSPACE);
+        assert_eq!((owners[0].bytes, owners[0].count), (62, 2));
+        assert_eq!(
+            owners[0].asked_by,
+            "pithtrain/models/qwen3_moe.py:163 forward"
+        );
+        assert_eq!(owners[1].kind, Kind::Model);
     }
 }

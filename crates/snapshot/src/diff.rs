@@ -48,7 +48,7 @@ pub struct SnapshotDiff {
     pub at_peak: Vec<DiffRow>,
     /// Rows of the blocks allocated at the end.
     pub at_end: Vec<DiffRow>,
-    /// A's bytes at its peak per owner ([`super::owner::owners_at_peak`]); not in the JSON.
+    /// A's bytes at its peak per owner ([`super::analyze::owners_at_peak`]); not in the JSON.
     #[serde(skip)]
     pub a_owners_at_peak: Vec<(String, u64)>,
     /// B's bytes at its peak per owner; not in the JSON.
@@ -66,8 +66,8 @@ pub fn diff(a_path: &str, a: &DeviceReport, b_path: &str, b: &DeviceReport) -> S
         peak_delta_bytes: delta(a.peak_allocated_bytes, b.peak_allocated_bytes),
         at_peak: rows(&a.peak_stacks, &b.peak_stacks),
         at_end: rows(&a.end_stacks, &b.end_stacks),
-        a_owners_at_peak: super::owner::owners_at_peak(a),
-        b_owners_at_peak: super::owner::owners_at_peak(b),
+        a_owners_at_peak: super::analyze::owners_at_peak(a),
+        b_owners_at_peak: super::analyze::owners_at_peak(b),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod budget;
 pub mod compressed;
 pub mod decode;
 pub mod diff;
+pub mod frames;
 pub mod owner;
 pub mod pickle;
 pub mod timeline;

@@ -30,7 +30,7 @@ use std::borrow::Cow;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::analyze::{self, DeviceReport, StackGroup};
+use super::frames;
 
 /// Memory live before the trace began: its stack was never recorded.
 pub const BEFORE_TRACE: &str = "allocated before the trace";
@@ -215,16 +215,13 @@ pub fn classify<'a>(frames: impl IntoIterator<Item = (&'a str, &'a str)>) -> Own
                 kind: Kind::Model,
             };
         }
-        python |= analyze::is_python(file);
-        if outside_torch.is_none() && !analyze::is_internal(file) {
+        python |= frames::is_python(file);
+        if outside_torch.is_none() && !frames::is_internal(file) {
             outside_torch = Some(file);
         }
     }
     let (owner, kind) = match outside_torch {
-        Some(file) => (
-            Cow::Owned(analyze::short_path(file).to_owned()),
-            Kind::Model,
-        ),
+        Some(file) => (Cow::Owned(frames::short_path(file).to_owned()), Kind::Model),
         None if python => (Cow::Borrowed(PYTORCH), Kind::Model),
         None if !frames.is_empty() => (Cow::Borrowed(NATIVE), Kind::Model),
         None => (Cow::Borrowed(NO_STACK), Kind::Unknown),
@@ -286,38 +283,6 @@ pub struct OwnerBytes {
     /// The key frame (`path:line function`) of its largest group whose key frame is a model
     /// line, else of its largest group: the line that asked for the most of it.
     pub asked_by: String,
-}
-
-/// Bytes live at the device's peak per owner, largest first (then by name), from every group
-/// of `groups` (the device's `peak_stacks` before any are left out).
-pub fn owners_of(groups: &[StackGroup]) -> Vec<OwnerBytes> {
-    let mut by: std::collections::BTreeMap<&str, OwnerBytes> = Default::default();
-    for g in groups {
-        let o = by.entry(&g.owner).or_insert_with(|| OwnerBytes {
-            owner: g.owner.clone(),
-            kind: g.kind,
-            bytes: 0,
-            count: 0,
-            asked_by: g.frame.clone(),
-        });
-        o.bytes += g.bytes;
-        o.count += g.count;
-        // A model line over the largest group's native frame.
-        if !o.asked_by.contains("pithtrain/") && g.frame.contains("pithtrain/") {
-            o.asked_by = g.frame.clone();
-        }
-    }
-    let mut out: Vec<OwnerBytes> = by.into_values().collect();
-    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.owner.cmp(&b.owner)));
-    out
-}
-
-/// Bytes live at the device's peak per owner, largest first (then by name).
-pub fn owners_at_peak(d: &DeviceReport) -> Vec<(String, u64)> {
-    d.peak_owners
-        .iter()
-        .map(|o| (o.owner.clone(), o.bytes))
-        .collect()
 }
 
 #[cfg(test)]
@@ -498,38 +463,5 @@ mod tests {
         assert_eq!(of(&[]), NO_STACK);
         assert_eq!(classify([]).kind, Kind::Unknown);
         assert_eq!(kind_of(BEFORE_TRACE), Kind::Unknown);
-    }
-
-    #[test]
-    fn owners_add_up_their_groups_and_keep_the_largest_ones_line() {
-        let g = |owner: &str, frame: &str, bytes| StackGroup {
-            owner: owner.into(),
-            kind: kind_of(owner),
-            frame: frame.into(),
-            bytes,
-            count: 1,
-            stack: Vec::new(),
-            key_frame: None,
-        };
-        let owners = owners_of(&[
-            g(
-                CUBLAS_WORKSPACE,
-                "pithtrain/models/qwen3_moe.py:163 forward",
-                32,
-            ),
-            g(CUBLAS_WORKSPACE, "<native only, no Python frame> x", 30),
-            g(
-                "pithtrain/models/qwen3_moe.py",
-                "pithtrain/models/qwen3_moe.py:1 f",
-                40,
-            ),
-        ]);
-        assert_eq!(owners[0].owner, CUBLAS_WORKSPACE);
-        assert_eq!((owners[0].bytes, owners[0].count), (62, 2));
-        assert_eq!(
-            owners[0].asked_by,
-            "pithtrain/models/qwen3_moe.py:163 forward"
-        );
-        assert_eq!(owners[1].kind, Kind::Model);
     }
 }
