@@ -1,6 +1,6 @@
 //! `memprints report diff A B` rendered: the [`RunDiff`] as a document of headings and tables
 //! ([`build`]), printed as text or markdown by the report's own renderers, as a simple HTML page
-//! ([`html`]) in the report's page shell, or as JSON ([`json`]).
+//! ([`fn@html`]) in the report's page shell, or as JSON ([`json`]).
 //!
 //! Contract: sizes print in GiB with two decimals (MiB with two for snapshot owners), deltas
 //! with a sign; a figure one run did not measure is [`NOT_MEASURED`] and its delta

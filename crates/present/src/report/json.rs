@@ -1,6 +1,6 @@
 //! The report as JSON: indented for a person, or on one line for scripts.
 //!
-//! Contract: [`write`] writes exactly what `serde_json::to_writer` (or `to_writer_pretty`)
+//! Contract: [`write()`] writes exactly what `serde_json::to_writer` (or `to_writer_pretty`)
 //! writes for the report, and a newline. On one line, the ranks of each run, nearly all of the
 //! bytes, are rendered on all cores, [`BATCH`] ranks at a time, into raw JSON values as the
 //! writer reaches them ([`Report::try_map_ranks`] into [`Batched`]), and the document is
@@ -32,7 +32,7 @@ const DESCRIPTION: &str = "Output of `memprints report --format json`. All sizes
     reporttruth): one entry per run under `runs`; version 1 had one run's fields at the top \
     level.";
 
-/// The JSON Schema of what [`write`] writes (`schema/report.schema.json`).
+/// The JSON Schema of what [`write()`] writes (`schema/report.schema.json`).
 pub fn schema() -> schemars::Schema {
     let root = json_schema::generator().into_root_schema_for::<Report>();
     json_schema::document(root, "report.schema.json", "memprints report", DESCRIPTION)
