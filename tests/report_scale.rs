@@ -138,3 +138,29 @@ fn a_folder_of_2000_ranks_is_reported_in_under_64_mib() {
     let json: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(json["runs"][0]["ranks"].as_array().unwrap().len(), 2000);
 }
+
+/// A rank-0 log whose run ran out of memory in its first step (no step line) and whose config
+/// line comes after more than 64 KiB of launcher output, in a folder with another rank's log:
+/// its config is still found, so what to change is offered as for the log alone (a worker
+/// used to look for config lines only in a log that launches near its start or holds steps).
+#[test]
+fn a_folder_finds_the_config_of_a_run_that_died_before_its_first_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = std::fs::read_to_string(root().join("tests/data/crash/qwen3-tiny-oom.log")).unwrap();
+    let noise =
+        "node0:4712:4790 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA\n"
+            .repeat(1000);
+    std::fs::write(dir.path().join("rank0.log"), format!("{noise}{real}")).unwrap();
+    let other: String = real
+        .lines()
+        .filter(|l| l.starts_with("[rank=0]"))
+        .map(|l| format!("{}\n", l.replacen("[rank=0", "[rank=1", 1)))
+        .collect();
+    std::fs::write(dir.path().join("rank1.log"), other).unwrap();
+    let json: Value = serde_json::from_str(&report(dir.path(), "json")).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    // The actions need the run's settings: without its config line none is offered.
+    let actions = runs[0]["what_to_change"]["actions"].as_array().unwrap();
+    assert!(!actions.is_empty(), "{}", runs[0]["what_to_change"]);
+}

@@ -139,9 +139,11 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
         }
     } else {
         // PithTrain's logger writes the config line on rank 0 only, where its step lines go:
-        // the other ranks' logs of a folder are not read a second time for it.
+        // the other ranks' logs of a folder are not read a second time for it. A log that
+        // ended in an exception or an OOM is, steps or not: a run that died in its first step
+        // logged its config (perhaps past the first 64 KiB) and no step line.
         let configs_of = |path: &std::path::Path, kept: &many::Collected| {
-            if kept.launches || kept.holds_steps() {
+            if kept.launches || kept.holds_steps() || kept.holds_oom() || kept.exception.is_some() {
                 whatif::config_lines(path)
             } else {
                 Vec::new()

@@ -99,6 +99,14 @@ impl Collected {
         self.items.iter().any(|item| matches!(item, Kept::Steps(_)))
     }
 
+    /// Whether the scan found a CUDA out-of-memory line (a run that died before its first
+    /// step line still has one on rank 0).
+    pub fn holds_oom(&self) -> bool {
+        self.items
+            .iter()
+            .any(|item| matches!(item, Kept::Line { found, .. } if found & super::OOM_BIT != 0))
+    }
+
     /// Hands the items to `sink` as the scan did.
     pub fn replay(&self, mut sink: impl FnMut(Item<'_>)) {
         for item in &self.items {
