@@ -803,10 +803,17 @@ fn config_lines_mapped(map: &crate::scan::mapped::Mapped) -> Vec<LoggedConfig> {
     let mut out = Vec::new();
     let mut last_start = None;
     let mut parse = ParseOnce::default();
+    // Hits before this are on a line already looked at: skipped at once (a line of a
+    // million needles is not searched back a million times).
+    let mut next_line = 0;
     crate::scan::inputs::map_find_all(map, NEEDLE, CONFIG_SEARCH, |hit| {
+        if hit < next_line {
+            return;
+        }
         let bytes = map.bytes();
         let back = hit.saturating_sub(cap);
         let start = memchr::memrchr(b'\n', &bytes[back..hit]).map_or(back, |i| back + i + 1);
+        next_line = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
         // The needle must lie within the first `cap` bytes of its line.
         let whole_line_start = start == 0 || bytes[start - 1] == b'\n';
         if !whole_line_start || last_start == Some(start) {

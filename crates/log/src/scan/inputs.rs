@@ -345,18 +345,20 @@ fn find_lines_in(
             memchr::memrchr(b'\n', &buf[..held]).map_or(0, |at| at + 1)
         };
         let region = &buf[..whole];
-        let mut last_start = None;
-        for hit in finder.find_iter(region) {
-            let start = memchr::memrchr(b'\n', &region[..hit]).map_or(0, |at| at + 1);
-            if last_start == Some(start) || hit + needle.len() > start + cap {
-                continue;
+        // After a hit the search goes on past the end of its line: a line of a million needles
+        // costs one look, and the look back for the line's start never crosses a line seen.
+        let mut from = 0;
+        let mut line_start = 0;
+        while let Some(found) = finder.find(&region[from..]) {
+            let hit = from + found;
+            let start = memchr::memrchr(b'\n', &region[line_start..hit])
+                .map_or(line_start, |at| line_start + at + 1);
+            let line_end = memchr::memchr(b'\n', &region[hit..]).map_or(region.len(), |i| hit + i);
+            if hit + needle.len() <= (start + cap).min(line_end) {
+                f(&region[start..line_end.min(start + cap)]);
             }
-            last_start = Some(start);
-            let cap_end = (start + cap).min(region.len());
-            let end = memchr::memchr(b'\n', &region[start..cap_end]).map_or(cap_end, |i| start + i);
-            if hit + needle.len() <= end {
-                f(&region[start..end]);
-            }
+            from = (line_end + 1).min(region.len());
+            line_start = from;
         }
         if eof {
             return Ok(());
