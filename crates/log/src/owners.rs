@@ -94,7 +94,10 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
                 .collect()
         })
         .unwrap_or_default();
-    let named_total: i64 = named.iter().map(|o| o.bytes).sum();
+    // Saturating: a forged snapshot may name owners near i64::MAX each.
+    let named_total: i64 = named
+        .iter()
+        .fold(0i64, |sum, o| sum.saturating_add(o.bytes));
     let in_flight = b.activations;
     // When the buffers live at the snapshot's peak are more than the prints' in-flight bytes,
     // each is cut in proportion so that the rows add up.
@@ -163,7 +166,11 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
         Arithmetic,
         "allocated at Before pipeline minus weights and optimizer state",
     ));
-    let activations = in_flight - named.iter().map(|o| scale(o.bytes)).sum::<i64>();
+    let activations = in_flight.saturating_sub(
+        named
+            .iter()
+            .fold(0i64, |sum, o| sum.saturating_add(scale(o.bytes))),
+    );
     out.push(row(
         "activations in flight",
         OwnerKind::Activations,

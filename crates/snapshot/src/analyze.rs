@@ -652,8 +652,8 @@ pub fn owners_of(groups: &[StackGroup]) -> Vec<OwnerBytes> {
             count: 0,
             asked_by: g.frame.clone(),
         });
-        o.bytes += g.bytes;
-        o.count += g.count;
+        o.bytes = o.bytes.saturating_add(g.bytes);
+        o.count = o.count.saturating_add(g.count);
         // A model line over the largest group's native frame.
         if !o.asked_by.contains("pithtrain/") && g.frame.contains("pithtrain/") {
             o.asked_by = g.frame.clone();
