@@ -166,18 +166,27 @@ fn workspace(measured: &mut Measured) -> Option<Correction> {
         .iter()
         .find(|p| p.point == PrintPoint::BeforePipeline)
         .map(|p| p.point);
-    let mut figures = vec![PEAK.to_owned()];
+    // A peak before the first backward holds only the forward's part of the workspace: it
+    // is left as measured, as the other prints before the first backward are.
+    let peak_corrected = after_backward(&peak);
+    let mut figures = if peak_corrected {
+        vec![PEAK.to_owned()]
+    } else {
+        Vec::new()
+    };
     for (n, print) in measured.pipeline.iter_mut().enumerate() {
-        if print.point == peak || first_after_backward.is_some_and(|f| n >= f) {
+        if first_after_backward.is_some_and(|f| n >= f) {
             print.allocated -= bytes;
             print.non_pytorch += bytes;
             figures.push(print.point.to_string());
         }
     }
-    if before.is_some() {
+    if before.is_some() && peak_corrected {
         figures.push(DYNAMIC_AT_PEAK.to_owned());
     }
-    figures.push(NON_PYTORCH.to_owned());
+    if peak_corrected {
+        figures.push(NON_PYTORCH.to_owned());
+    }
     let from_where = measured
         .workspace_from
         .as_deref()
@@ -197,9 +206,14 @@ fn workspace(measured: &mut Measured) -> Option<Correction> {
              it in alloc=; the rank's memory snapshot{from_where} names {} of it at the peak, \
              held from the first backward on (it is kept for the process); the prints between \
              the first forward and the first backward hold only the forward's part of it and \
-             are left as measured",
+             are left as measured{}",
             gib(ESTIMATOR_CUBLAS_WORKSPACE),
-            gib(bytes)
+            gib(bytes),
+            if peak_corrected {
+                ""
+            } else {
+                ", the peak among them"
+            }
         ),
     })
 }
@@ -242,6 +256,38 @@ fn optimizer(estimate: &mut Estimate, measured: &Measured) -> Option<Correction>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A peak before the first backward keeps its figures (it holds only the forward's
+    /// part of the workspace); the prints from the first backward on lose the workspace.
+    #[test]
+    fn a_peak_before_the_first_backward_is_left_as_measured() {
+        use crate::measured::MeasuredPrint;
+        const MIB: i64 = 1 << 20;
+        let print = |label: &str, allocated| MeasuredPrint {
+            point: PrintPoint::parse(label).unwrap(),
+            allocated,
+            cached: 0,
+            non_pytorch: 1000 * MIB,
+        };
+        let measured = Measured {
+            pipeline: vec![
+                print("Before pipeline", 100 * MIB),
+                print("After Step2 (1 F0F1)", 900 * MIB),
+                print("Step3 i=0 after B1", 500 * MIB),
+            ],
+            cublas_workspace: Some(64 * MIB),
+            ..Measured::default()
+        };
+        let mut corrected = measured.clone();
+        let c = workspace(&mut corrected).unwrap();
+        assert_eq!(
+            corrected.pipeline[1], measured.pipeline[1],
+            "the peak, as measured"
+        );
+        assert_eq!(corrected.pipeline[2].allocated, 436 * MIB);
+        assert!(!c.figures.iter().any(|f| f == PEAK), "{:?}", c.figures);
+        assert!(c.why.contains("the peak among them"), "{}", c.why);
+    }
 
     #[test]
     fn a_print_is_after_a_backward_from_step_3_s_first_b1_on() {
