@@ -14,7 +14,9 @@
 //!   live at the snapshot's peak, not all at the prints'), each is cut in proportion so that
 //!   the rows still add up, and `how` says so.
 //! - Without a snapshot, gradients are not measured (they are in the activations in flight) and
-//!   no buffer is named.
+//!   no buffer is named. So too when the peak is not in the first pass (the snapshot is of the
+//!   first step; a later pass holds the workspace before its pipeline, in other static) or
+//!   nothing is in flight to split.
 //! - Saved tensors (within activations): one row per layer and stage of the peak's pass, its
 //!   largest print (one forward of one micro-batch); from the prints.
 
@@ -84,12 +86,19 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
             "not measured: no setup_model print gave allocated memory; in other static"
         },
     ));
+    // The snapshot is of the first step: it names the buffers of a peak in that step's pass
+    // only (a later pass holds the workspace and the optimizer state before its pipeline, in
+    // other static), and splits in-flight bytes only when there are some.
+    let pass = rank.pipeline.get(peak.index).map(|e| e.pass);
+    let first_pass = rank.pipeline.first().map(|e| e.pass);
+    let snapshot_elsewhere = snapshot.is_some() && pass != first_pass;
+    let snapshot = snapshot.filter(|_| !snapshot_elsewhere && b.activations > 0);
     // The snapshot's buffers and gradients at its peak, largest first.
     let named: Vec<_> = snapshot
         .map(|s| {
             s.owners
                 .iter()
-                .filter(|o| matches!(o.kind, Kind::Buffer | Kind::Gradients | Kind::Optimizer))
+                .filter(|o| matches!(o.kind, Kind::Buffer | Kind::Gradients))
                 .filter(|o| o.bytes > 0)
                 .collect()
         })
@@ -126,7 +135,12 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
             OwnerKind::Gradients,
             None,
             Prints,
-            "not measured: no print measures them (no snapshot); in the activations in flight",
+            if snapshot_elsewhere {
+                "not measured: the snapshot is of the first step and the peak of a later one; \
+                 in the activations in flight"
+            } else {
+                "not measured: no print measures them (no snapshot); in the activations in flight"
+            },
         ));
     } else if gradients.is_empty() {
         out.push(row(
@@ -182,7 +196,6 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
             "peak allocated minus Before pipeline, minus the snapshot's buffers and gradients"
         },
     ));
-    let pass = rank.pipeline.get(peak.index).map(|e| e.pass);
     let mut saved: Vec<PeakOwner> = Vec::new();
     for g in rank.saved_tensors.iter().filter(|g| Some(g.pass) == pass) {
         if let Some(r) = saved
@@ -240,4 +253,93 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
         snapshot: snapshot.and_then(|s| s.path.clone()),
         owners: out,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::PipelineKind;
+    use crate::schema::{Breakdown, Peak, PipelineEntry, SnapshotOwner};
+
+    const MIB: i64 = 1 << 20;
+
+    fn entry(pass: u32, kind: PipelineKind, allocated: i64) -> PipelineEntry {
+        PipelineEntry {
+            pass,
+            kind,
+            i: None,
+            count: None,
+            allocated,
+            cached: 0,
+            non_pytorch: 0,
+            delta: None,
+            change: None,
+        }
+    }
+
+    /// A rank whose peak (index `peak`) has 300 MiB in flight, and a step-0 snapshot naming a
+    /// 64 MiB cuBLAS workspace.
+    fn rank_and_snapshot(peak: usize) -> (RankReport, SnapshotView) {
+        let rank = RankReport {
+            pipeline: vec![
+                entry(0, PipelineKind::BeforePipeline, 100 * MIB),
+                entry(0, PipelineKind::Step4, 400 * MIB),
+                entry(1, PipelineKind::BeforePipeline, 200 * MIB),
+                entry(1, PipelineKind::Step4, 500 * MIB),
+            ],
+            peak: Some(Peak {
+                index: peak,
+                label: "Step4 i=0".to_owned(),
+                allocated: 500 * MIB,
+                cached: 0,
+                non_pytorch: 0,
+            }),
+            breakdown: Some(Breakdown {
+                weights: Some(100 * MIB),
+                optimizer_state: None,
+                other_static: 0,
+                activations: 300 * MIB,
+                cached: 0,
+                non_pytorch: 0,
+                total: 400 * MIB,
+            }),
+            ..RankReport::default()
+        };
+        let snapshot = SnapshotView {
+            owners: vec![SnapshotOwner {
+                owner: memprints_snapshot::owner::CUBLAS_WORKSPACE.to_owned(),
+                kind: Kind::Buffer,
+                bytes: 64 * MIB,
+                count: 2,
+                asked_by: "pithtrain/models/qwen3_moe.py:163 forward".to_owned(),
+            }],
+            ..SnapshotView::default()
+        };
+        (rank, snapshot)
+    }
+
+    fn bytes_of(o: &PeakOwners, owner: &str) -> Option<i64> {
+        o.owners.iter().find(|r| r.owner == owner)?.bytes
+    }
+
+    /// The step-0 snapshot splits the in-flight bytes of a peak in the first pass only: a peak
+    /// in a later pass holds the workspace before its pipeline already (it was counted twice).
+    #[test]
+    fn the_first_steps_snapshot_names_buffers_of_a_first_step_peak_only() {
+        let workspace = memprints_snapshot::owner::CUBLAS_WORKSPACE;
+        let (rank, snapshot) = rank_and_snapshot(1);
+        let first = owners(&rank, Some(&snapshot)).unwrap();
+        assert_eq!(bytes_of(&first, workspace), Some(64 * MIB));
+        assert_eq!(bytes_of(&first, "activations in flight"), Some(236 * MIB));
+        let (rank, snapshot) = rank_and_snapshot(3);
+        let later = owners(&rank, Some(&snapshot)).unwrap();
+        assert_eq!(bytes_of(&later, workspace), None, "{:?}", later.owners);
+        assert_eq!(bytes_of(&later, "activations in flight"), Some(300 * MIB));
+        let gradients = later
+            .owners
+            .iter()
+            .find(|r| r.owner == "gradients")
+            .unwrap();
+        assert!(gradients.how.contains("the snapshot is of the first step"));
+    }
 }

@@ -844,7 +844,7 @@ pub struct StepsView {
 }
 
 /// A step-0 memory snapshot set beside the prints of its rank.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct SnapshotView {
     /// The rank it belongs to (the printing rank, or `rank(\d+)` of a given file's name).
     pub rank: Option<u32>,
