@@ -99,20 +99,20 @@ struct Span {
 }
 
 /// The time spans of `runs` ([`span_of`]); a run that ended in an exception runs on until the
-/// next run starts (its OOM snapshot is written after its last step line).
+/// next run of the report starts (its OOM snapshot is written after its last step line), or
+/// for ever when it is the last; not when that next run has no span (its start is not known).
 fn spans(runs: &[Run], local: bool) -> Vec<Option<Span>> {
     let mut spans: Vec<Option<Span>> = runs.iter().map(|r| span_of(r, local)).collect();
-    let starts: Vec<i64> = spans.iter().flatten().map(|s| s.start).collect();
-    for (span, run) in spans.iter_mut().zip(runs) {
-        if let Some(span) = span
-            && run.crash.is_some()
-        {
-            span.end = starts
-                .iter()
-                .copied()
-                .filter(|&s| s > span.start)
-                .min()
-                .unwrap_or(i64::MAX);
+    for n in 0..spans.len() {
+        if runs[n].crash.is_none() {
+            continue;
+        }
+        let next = match spans.get(n + 1) {
+            None => Some(i64::MAX),
+            Some(next) => next.map(|s| s.start),
+        };
+        if let (Some(span), Some(next)) = (spans[n].as_mut(), next) {
+            span.end = span.end.max(next);
         }
     }
     spans
@@ -605,6 +605,91 @@ fn fill(view: &mut SnapshotView, report: &memprints_snapshot::SnapshotReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report of `n` runs, named `run0`.., without step lines or crashes.
+    fn runs(n: usize) -> Report {
+        let mut b = crate::fold::builder::ReportBuilder::new(None);
+        b.begin_source(0);
+        b.line(b"[rank=0] setup_model | before model creation: alloc=0.00 cached=0.00 non-pt=1.40");
+        let mut report = b.finish(vec!["run0".to_owned()]);
+        let run = report.runs[0].clone();
+        report.runs = (0..n)
+            .map(|k| Run {
+                name: format!("run{k}"),
+                training: None,
+                crash: None,
+                ..run.clone()
+            })
+            .collect();
+        report
+    }
+
+    /// Steps logged from `first` to `last` (seconds of the log's clock), the first taking 1 s.
+    fn steps(run: &mut Run, first: i64, last: i64) {
+        let mut t = report_training();
+        t.first_time = Some(first);
+        t.last_time = Some(last);
+        t.first_step_time_s = Some(1.0);
+        run.training = Some(t);
+    }
+
+    fn report_training() -> super::super::schema::Training {
+        let text = "2026-12-01 10:00:10 | INFO | step 00000001/00000009 | step-time 1.000 sec | peak-gpu-memory 1.00 GB";
+        let mut b = crate::fold::builder::ReportBuilder::new(None);
+        b.begin_source(0);
+        b.line(text.as_bytes());
+        let r = b.finish(vec!["t".to_owned()]);
+        r.runs[0].training.clone().expect("a step line")
+    }
+
+    fn crashed(report: &mut Report, n: usize) {
+        report.runs[n].crash = Some(super::super::schema::Crash {
+            exception: "RuntimeError: boom".to_owned(),
+            kind: "RuntimeError".to_owned(),
+            out_of_memory: false,
+            rank: None,
+            frames: Vec::new(),
+            peak_is_lower_bound: true,
+            stopped_at: super::super::schema::StoppedAt {
+                last_step: None,
+                rank: None,
+                last_print: None,
+            },
+        });
+    }
+
+    #[test]
+    fn a_crashed_run_runs_on_to_the_next_run_of_the_report_only() {
+        let t0 = 1_000_000;
+        // Crashed, steps from t0 to t0 + 10; then a run without step lines; then one at t0 + 3600.
+        let mut report = runs(3);
+        crashed(&mut report, 0);
+        steps(&mut report.runs[0], t0, t0 + 10);
+        steps(&mut report.runs[2], t0 + 3600, t0 + 3610);
+        let own_end = t0 + 10 + 1 + SLACK_S;
+        let s = spans(&report.runs, false);
+        assert_eq!(
+            s[0].unwrap().end,
+            own_end,
+            "the next run has no span: not stretched"
+        );
+        assert!(s[1].is_none());
+        // The next run starts before this one's last step: the end stays its own.
+        let mut report = runs(2);
+        crashed(&mut report, 0);
+        steps(&mut report.runs[0], t0, t0 + 10);
+        steps(&mut report.runs[1], t0 + 5, t0 + 20);
+        assert_eq!(spans(&report.runs, false)[0].unwrap().end, own_end);
+        // On to the next run's start; the last run, for ever.
+        let mut report = runs(2);
+        crashed(&mut report, 0);
+        crashed(&mut report, 1);
+        steps(&mut report.runs[0], t0, t0 + 10);
+        steps(&mut report.runs[1], t0 + 100, t0 + 110);
+        let s = spans(&report.runs, false);
+        assert_eq!(s[0].unwrap().end, t0 + 100 - 1 - SLACK_S);
+        assert_eq!(s[1].unwrap().end, i64::MAX);
+    }
 
     #[test]
     fn a_printed_path_is_found_as_printed_beside_the_log_and_compressed() {
