@@ -1118,3 +1118,42 @@ fn a_snapshot_goes_with_the_run_whose_time_span_holds_its_events() {
         "{text}"
     );
 }
+
+#[test]
+fn a_snapshot_found_by_name_stays_when_either_reading_of_the_dates_holds_it() {
+    // qwen3's run (22:17:39 to 22:17:52) and dsv2's (22:21:13 to 22:21:28) ran back to back; the
+    // logs' dates are UTC. Read in a zone 3 min 36 s east of UTC, dsv2's dates put its span over
+    // qwen3's snapshot's events (22:17:39 to 22:17:49), and qwen3's span over none of them. main
+    // read the dates in this machine's zone first and took the snapshot qwen3 found by name
+    // away from it, for dsv2.
+    let e2e = "tests/data/e2e/defaults-pp1";
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let copy = |from: &str, dir: &Path, to: &str| {
+        let to = dir.join(to);
+        std::fs::copy(format!("{e2e}/{from}"), &to).unwrap();
+        to.display().to_string()
+    };
+    let qwen3 = copy("qwen3-tiny-pp1-instr.log", a.path(), "qwen3.log");
+    let snapshot = copy(
+        "qwen3-tiny-pp1-instr-rank0-step0.pickle.gz",
+        a.path(),
+        "memory_snapshot_rank0_step0.pickle.gz",
+    );
+    let dsv2 = copy("dsv2-tiny-pp1-instr.log", b.path(), "dsv2.log");
+    for tz in ["<+000336>-00:03:36", "UTC"] {
+        let out = memprints()
+            .env("TZ", tz)
+            .args(["report", &qwen3, &dsv2, "--format", "json"])
+            .assert()
+            .success();
+        let report: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        let view = &report["runs"][0]["memory"]["snapshots"][0];
+        assert_eq!(view["path"], snapshot.as_str(), "TZ={tz}: {view}");
+        assert_eq!(view["paired_by"], "time", "TZ={tz}");
+        let theirs = report["runs"][1]["memory"]["snapshots"].as_array().unwrap();
+        assert!(
+            theirs.iter().all(|s| s["path"].is_null()),
+            "TZ={tz}: {theirs:?}"
+        );
+    }
+}

@@ -20,19 +20,22 @@
 //!   names), else joins the run when there is only one. Then time decides (issue 22, item 6 c):
 //!   a snapshot whose trace has times belongs to the run whose time span — from the start of its
 //!   first logged step (the step line's date less its `step-time`) to its last step line, a
-//!   second of slack at either end, on to the next run's start for a run that crashed — holds all
-//!   its events; the log's dates are read in this machine's time zone (`TZ`), or in UTC when no
-//!   run holds the snapshot that way. A run that found the file by name but does not hold it
-//!   loses it and says whose it is (or that no run's span holds it); the run that holds it gets
-//!   it, in place of a printed snapshot of its own that was not found. Where the snapshot or
-//!   the run gives no time, the name decides as before, and the view says it was by name
-//!   (`paired_by`, `pairing`). A given file no run can be told for is listed as skipped. When
-//!   several runs still claim the same file, it is the last one's (a later run overwrites an
-//!   earlier one's file); the others say so. Snapshots are read through
+//!   second of slack at either end, on to the start of the report's next run for a run that
+//!   crashed (not when that run has no span; for ever when it is the last) — holds all its
+//!   events. The log's dates are read both in this machine's time zone (`TZ`) and in UTC: a run
+//!   that found the file by name keeps it when its span holds it in either reading, or when the
+//!   logs give it no span; else it loses it and says whose it is (or that no run's span holds
+//!   it) when one run holds it (the same run in both readings, or the only one in the one
+//!   reading where any does), and that run gets it, in place of a printed snapshot of its own
+//!   that was not found. A file several runs' spans hold stays where its name put it. Where the
+//!   snapshot or the run gives no time, the name decides as before, and the view says it was by
+//!   name (`paired_by`, `pairing`). A given file no run can be told for is listed as skipped,
+//!   with why. When several runs still claim the same file, it is the last one's (a later run
+//!   overwrites an earlier one's file); the others say so. Snapshots are read through
 //!   [`memprints_snapshot::load`]; one that cannot be read keeps its error and the rest of the
 //!   report is unchanged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::schema::{
@@ -99,20 +102,20 @@ struct Span {
 }
 
 /// The time spans of `runs` ([`span_of`]); a run that ended in an exception runs on until the
-/// next run starts (its OOM snapshot is written after its last step line).
+/// next run of the report starts (its OOM snapshot is written after its last step line), or
+/// for ever when it is the last; not when that next run has no span (its start is not known).
 fn spans(runs: &[Run], local: bool) -> Vec<Option<Span>> {
     let mut spans: Vec<Option<Span>> = runs.iter().map(|r| span_of(r, local)).collect();
-    let starts: Vec<i64> = spans.iter().flatten().map(|s| s.start).collect();
-    for (span, run) in spans.iter_mut().zip(runs) {
-        if let Some(span) = span
-            && run.crash.is_some()
-        {
-            span.end = starts
-                .iter()
-                .copied()
-                .filter(|&s| s > span.start)
-                .min()
-                .unwrap_or(i64::MAX);
+    for n in 0..spans.len() {
+        if runs[n].crash.is_none() {
+            continue;
+        }
+        let next = match spans.get(n + 1) {
+            None => Some(i64::MAX),
+            Some(next) => next.map(|s| s.start),
+        };
+        if let (Some(span), Some(next)) = (spans[n].as_mut(), next) {
+            span.end = span.end.max(next);
         }
     }
     spans
@@ -217,20 +220,31 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
             Vec::new()
         }
     };
+    // The printed snapshots by name, and by the rank and step in their names.
+    let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut by_rank_and_step: BTreeMap<(u32, u32), Vec<usize>> = BTreeMap::new();
+    for (n, w) in wanted.iter().enumerate() {
+        let Some(printed) = w.printed.as_deref() else {
+            continue;
+        };
+        let name = bare_name(Path::new(printed));
+        if let (Some(rank), Some(step)) = (w.rank, number_after(&name, "step")) {
+            by_rank_and_step.entry((rank, step)).or_default().push(n);
+        }
+        by_name.entry(name).or_default().push(n);
+    }
     for file in given {
         let name = bare_name(&file);
-        let matching: Vec<&mut Wanted> = wanted
-            .iter_mut()
-            .filter(|w| w.printed.as_deref().map(|p| bare_name(Path::new(p))) == Some(name.clone()))
-            .collect();
-        if !matching.is_empty() {
-            for w in matching {
-                w.found = Some(file.clone());
-                w.error = None;
+        if let Some(matching) = by_name.get(&name) {
+            for &n in matching {
+                wanted[n].found = Some(file.clone());
+                wanted[n].error = None;
             }
-        } else if let Some(w) = the_missing_one_of_its_rank_and_step(&mut wanted, &file) {
-            w.found = Some(file);
-            w.error = None;
+        } else if let Some(n) =
+            the_missing_one_of_its_rank_and_step(&wanted, &by_rank_and_step, &file)
+        {
+            wanted[n].found = Some(file);
+            wanted[n].error = None;
         } else if report.runs.len() == 1 {
             wanted.push(Wanted {
                 run: 0,
@@ -263,7 +277,8 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
             });
         }
     }
-    pair_by_time(report, &mut wanted, &loaded);
+    let (local, utc) = (spans(&report.runs, true), spans(&report.runs, false));
+    pair_by_time(report, &mut wanted, &times_of(&loaded), &local, &utc);
     claim_by_the_last_run(&mut wanted);
     for w in wanted {
         let run = &mut report.runs[w.run];
@@ -345,20 +360,18 @@ fn printed_snapshots(report: &Report) -> Vec<Wanted> {
 /// The one printed snapshot that was not found whose rank and step are those in `file`'s name
 /// (a kept `run-rank0-step0.pickle.gz` for a printed `memory_snapshot_rank0_step0.pickle`);
 /// `None` when the name lacks either or several printed ones would fit.
-fn the_missing_one_of_its_rank_and_step<'a>(
-    wanted: &'a mut [Wanted],
+fn the_missing_one_of_its_rank_and_step(
+    wanted: &[Wanted],
+    by_rank_and_step: &BTreeMap<(u32, u32), Vec<usize>>,
     file: &Path,
-) -> Option<&'a mut Wanted> {
+) -> Option<usize> {
     let rank = memprints_snapshot::rank_of(file)?;
     let step = number_after(&bare_name(file), "step")?;
-    let mut fits = wanted.iter_mut().filter(|w| {
-        w.found.is_none()
-            && w.rank == Some(rank)
-            && w.printed
-                .as_deref()
-                .and_then(|p| number_after(&bare_name(Path::new(p)), "step"))
-                == Some(step)
-    });
+    let mut fits = by_rank_and_step
+        .get(&(rank, step))?
+        .iter()
+        .copied()
+        .filter(|&n| wanted[n].found.is_none());
     let first = fits.next()?;
     fits.next().is_none().then_some(first)
 }
@@ -374,112 +387,211 @@ fn number_after(name: &str, word: &str) -> Option<u32> {
     })
 }
 
-/// Sets each snapshot file beside the run whose time span holds its events ([`span_of`]): the
-/// runs that found it by name but do not hold it lose it (saying whose it is), and the run that
-/// holds it gets it when it did not find it; a file no run's span holds is set beside none of
-/// the runs that have a span (saying so), and stays with a run that has none, paired by name.
-/// A file whose trace has no times, or whose runs have no span, stays where its name put it.
-/// A given file that is still without a run is listed as skipped.
+/// What [`pair_by_time`] needs of a snapshot that was read: the span of its events in seconds
+/// since the epoch ([`events_of`]) and its rank.
+#[derive(Debug, Clone, Copy)]
+struct Times {
+    from: i64,
+    to: i64,
+    rank: Option<u32>,
+}
+
+/// The [`Times`] of each snapshot read whose trace has times.
+fn times_of(
+    loaded: &BTreeMap<PathBuf, Result<memprints_snapshot::SnapshotReport, String>>,
+) -> BTreeMap<PathBuf, Times> {
+    loaded
+        .iter()
+        .filter_map(|(path, snapshot)| {
+            let snapshot = snapshot.as_ref().ok()?;
+            let (from, to) = events_of(snapshot)?;
+            let rank = snapshot.rank.or_else(|| memprints_snapshot::rank_of(path));
+            Some((path.clone(), Times { from, to, rank }))
+        })
+        .collect()
+}
+
+/// The printed snapshots not found, by run and rank, and by run alone (rank `None`).
+#[derive(Default)]
+struct Missing(BTreeMap<(usize, Option<u32>), BTreeSet<usize>>);
+
+impl Missing {
+    fn insert(&mut self, n: usize, w: &Wanted) {
+        if w.found.is_none() && w.printed.is_some() {
+            self.0.entry((w.run, w.rank)).or_default().insert(n);
+            self.0.entry((w.run, None)).or_default().insert(n);
+        }
+    }
+
+    fn remove(&mut self, n: usize, w: &Wanted) {
+        for key in [(w.run, w.rank), (w.run, None)] {
+            if let Some(set) = self.0.get_mut(&key) {
+                set.remove(&n);
+            }
+        }
+    }
+
+    /// The first printed snapshot of `run` not found, of `rank` unless that is `None`.
+    fn first(&self, run: usize, rank: Option<u32>) -> Option<usize> {
+        self.0.get(&(run, rank))?.first().copied()
+    }
+}
+
+/// Sets each snapshot file beside the run whose time span holds its events ([`span_of`]), the
+/// log's dates read in this machine's time zone (`local`) and in UTC (`utc`): a run that found
+/// it by name keeps it when either reading's span holds it, or when the logs give it no span;
+/// else it loses it (saying whose it is) when one run holds it — the same run under both
+/// readings, or the only one under the one reading where any does — and that run gets it when
+/// it did not find it. A file no run's span holds is set beside none of the runs that have a
+/// span (saying so); one several runs' spans hold stays where its name put it. A file whose
+/// trace has no times stays where its name put it. A given file that is still without a run is
+/// listed as skipped.
 fn pair_by_time(
     report: &mut Report,
     wanted: &mut Vec<Wanted>,
-    loaded: &BTreeMap<PathBuf, Result<memprints_snapshot::SnapshotReport, String>>,
+    times: &BTreeMap<PathBuf, Times>,
+    local: &[Option<Span>],
+    utc: &[Option<Span>],
 ) {
-    let (local, utc) = (spans(&report.runs, true), spans(&report.runs, false));
+    let span = |spans: &[Option<Span>], run: usize| spans.get(run).copied().flatten();
+    let mut by_path: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+    let mut missing = Missing::default();
+    for (n, w) in wanted.iter().enumerate() {
+        match &w.found {
+            Some(path) => by_path.entry(path.clone()).or_default().push(n),
+            None => missing.insert(n, w),
+        }
+    }
+    // The given files that no printed name claimed and that a run got by time.
+    let mut attached: BTreeSet<PathBuf> = BTreeSet::new();
     let mut added = Vec::new();
-    for (path, snapshot) in loaded {
-        let Some((from, to)) = snapshot.as_ref().ok().and_then(events_of) else {
-            continue;
-        };
+    for (path, &Times { from, to, rank }) in times {
         let holding = |spans: &[Option<Span>]| -> Vec<usize> {
             (0..spans.len())
                 .filter(|&n| spans[n].is_some_and(|s| s.start <= from && to <= s.end))
                 .collect()
         };
-        // The logs' dates in this machine's time zone, or else in UTC (a container's clock).
-        let (mut spans, mut holders) = (&local, holding(&local));
-        if holders.is_empty() && !holding(&utc).is_empty() {
-            (spans, holders) = (&utc, holding(&utc));
-        }
-        let of = |run: usize| {
-            spans
-                .get(run)
-                .copied()
-                .flatten()
-                .map(|s| (s, between(from, to, s.offset)))
+        let (in_local, in_utc) = (holding(local), holding(utc));
+        // The one run that holds it, and the reading that says so.
+        let holder = match (&in_local[..], &in_utc[..]) {
+            ([a], [b]) if a == b => Some((*a, local)),
+            ([a], []) => Some((*a, local)),
+            ([], [b]) => Some((*b, utc)),
+            _ => None,
         };
-        let mut holder_has_it = false;
-        for w in wanted.iter_mut().filter(|w| w.found.as_ref() == Some(path)) {
-            if holders.contains(&w.run) {
-                holder_has_it = true;
-                let (span, events) = of(w.run).expect("a holder has a span");
+        let holds = |run: usize| {
+            span(local, run)
+                .filter(|_| in_local.contains(&run))
+                .or_else(|| span(utc, run).filter(|_| in_utc.contains(&run)))
+        };
+        let several = || {
+            let mut runs: Vec<usize> = in_local.iter().chain(&in_utc).copied().collect();
+            runs.sort_unstable();
+            runs.dedup();
+            let names: Vec<&str> = runs.iter().map(|&n| report.runs[n].name.as_str()).collect();
+            names.join(", ")
+        };
+        let mut kept = false;
+        for &n in by_path.get(path).map_or(&[][..], Vec::as_slice) {
+            let w = &mut wanted[n];
+            if w.run == usize::MAX {
+                if holder.is_none() && !(in_local.is_empty() && in_utc.is_empty()) {
+                    w.error = Some(format!(
+                        "a snapshot whose run cannot be told: its name matches no `Memory \
+                         snapshot saved to` line of these logs, and its events fall in the time \
+                         spans of several runs ({})",
+                        several()
+                    ));
+                }
+                continue;
+            }
+            let own = span(local, w.run).or_else(|| span(utc, w.run));
+            if let Some(s) = holds(w.run) {
+                kept = true;
                 w.paired = Some((
                     PairedBy::Time,
                     format!(
-                        "paired by time: its events ({events}) lie within this run's ({})",
-                        span_text(span)
+                        "paired by time: its events ({}) lie within this run's ({})",
+                        between(from, to, s.offset),
+                        span_text(s)
                     ),
                 ));
-            } else if let Some(&h) = holders.first() {
-                let (span, events) = of(h).expect("a holder has a span");
-                w.error = Some(format!(
-                    "{} holds events of {events}, within the time span of run {} ({}): not \
-                     this run's snapshot",
-                    path.display(),
-                    report.runs[h].name,
-                    span_text(span)
-                ));
-                w.found = None;
-            } else if let Some((span, events)) = of(w.run) {
-                w.error = Some(format!(
-                    "{} holds events of {events}, within no run's time span (this run's: {}): \
-                     not this run's snapshot",
-                    path.display(),
-                    span_text(span)
-                ));
-                w.found = None;
-            } else if w.run != usize::MAX {
+            } else if own.is_none() {
+                kept = true;
                 w.paired = Some((
                     PairedBy::Name,
                     "paired by name: the logs give this run no time span".to_owned(),
                 ));
+            } else if let Some((h, spans)) = holder {
+                let s = span(spans, h).expect("a holder has a span");
+                w.error = Some(format!(
+                    "{} holds events of {}, within the time span of run {} ({}): not this \
+                     run's snapshot",
+                    path.display(),
+                    between(from, to, s.offset),
+                    report.runs[h].name,
+                    span_text(s)
+                ));
+                w.found = None;
+                missing.insert(n, w);
+            } else if let (Some(s), true) = (own, in_local.is_empty() && in_utc.is_empty()) {
+                w.error = Some(format!(
+                    "{} holds events of {}, within no run's time span (this run's: {}): not \
+                     this run's snapshot",
+                    path.display(),
+                    between(from, to, s.offset),
+                    span_text(s)
+                ));
+                w.found = None;
+                missing.insert(n, w);
+            } else {
+                kept = true;
+                w.paired = Some((
+                    PairedBy::Name,
+                    format!(
+                        "paired by name: its events ({}) lie within the time spans of several \
+                         runs ({}), none of them told",
+                        between(from, to, own.map_or(0, |s| s.offset)),
+                        several()
+                    ),
+                ));
             }
         }
-        if let (false, [holder]) = (holder_has_it, &holders[..]) {
-            let rank = snapshot.as_ref().ok().and_then(|s| s.rank);
-            let rank = rank.or_else(|| memprints_snapshot::rank_of(path));
-            let (span, events) = of(*holder).expect("a holder has a span");
-            let paired = Some((
-                PairedBy::Time,
-                format!(
-                    "paired by time, not by its name: its events ({events}) lie within this \
-                     run's ({})",
-                    span_text(span)
-                ),
-            ));
-            // The snapshot the run printed and that was not found, if this can be it.
-            let missing = wanted.iter_mut().find(|w| {
-                w.run == *holder
-                    && w.found.is_none()
-                    && w.printed.is_some()
-                    && (rank.is_none() || w.rank == rank)
-            });
-            match missing {
-                Some(w) => {
-                    w.found = Some(path.clone());
-                    w.error = None;
-                    w.paired = paired;
-                }
-                None => added.push(Wanted {
-                    run: *holder,
-                    rank,
-                    printed: None,
-                    after_oom: false,
-                    found: Some(path.clone()),
-                    error: None,
-                    paired,
-                }),
+        if kept {
+            attached.insert(path.clone());
+            continue;
+        }
+        let Some((holder, spans)) = holder else {
+            continue;
+        };
+        attached.insert(path.clone());
+        let s = span(spans, holder).expect("a holder has a span");
+        let paired = Some((
+            PairedBy::Time,
+            format!(
+                "paired by time, not by its name: its events ({}) lie within this run's ({})",
+                between(from, to, s.offset),
+                span_text(s)
+            ),
+        ));
+        // The snapshot the run printed and that was not found, if this can be it.
+        match missing.first(holder, rank) {
+            Some(n) => {
+                missing.remove(n, &wanted[n]);
+                let w = &mut wanted[n];
+                w.found = Some(path.clone());
+                w.error = None;
+                w.paired = paired;
             }
+            None => added.push(Wanted {
+                run: holder,
+                rank,
+                printed: None,
+                after_oom: false,
+                found: Some(path.clone()),
+                error: None,
+                paired,
+            }),
         }
     }
     wanted.extend(added);
@@ -487,13 +599,16 @@ fn pair_by_time(
         if w.run != usize::MAX {
             return true;
         }
-        if let Some(path) = &w.found {
+        if let Some(path) = &w.found
+            && !attached.contains(path)
+        {
             report.skipped.push(SkippedInput {
                 path: path.display().to_string(),
-                reason: "a snapshot whose run cannot be told: its name matches no `Memory \
-                         snapshot saved to` line of these logs, and its events fall in no \
-                         run's time span"
-                    .to_owned(),
+                reason: w.error.clone().unwrap_or_else(|| {
+                    "a snapshot whose run cannot be told: its name matches no `Memory snapshot \
+                     saved to` line of these logs, and its events fall in no run's time span"
+                        .to_owned()
+                }),
             });
         }
         false
@@ -605,6 +720,249 @@ fn fill(view: &mut SnapshotView, report: &memprints_snapshot::SnapshotReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report of `n` runs, named `run0`.., without step lines or crashes.
+    fn runs(n: usize) -> Report {
+        let mut b = crate::fold::builder::ReportBuilder::new(None);
+        b.begin_source(0);
+        b.line(b"[rank=0] setup_model | before model creation: alloc=0.00 cached=0.00 non-pt=1.40");
+        let mut report = b.finish(vec!["run0".to_owned()]);
+        let run = report.runs[0].clone();
+        report.runs = (0..n)
+            .map(|k| Run {
+                name: format!("run{k}"),
+                training: None,
+                crash: None,
+                ..run.clone()
+            })
+            .collect();
+        report
+    }
+
+    /// Steps logged from `first` to `last` (seconds of the log's clock), the first taking 1 s.
+    fn steps(run: &mut Run, first: i64, last: i64) {
+        let mut t = report_training();
+        t.first_time = Some(first);
+        t.last_time = Some(last);
+        t.first_step_time_s = Some(1.0);
+        run.training = Some(t);
+    }
+
+    fn report_training() -> super::super::schema::Training {
+        let text = "2026-12-01 10:00:10 | INFO | step 00000001/00000009 | step-time 1.000 sec | peak-gpu-memory 1.00 GB";
+        let mut b = crate::fold::builder::ReportBuilder::new(None);
+        b.begin_source(0);
+        b.line(text.as_bytes());
+        let r = b.finish(vec!["t".to_owned()]);
+        r.runs[0].training.clone().expect("a step line")
+    }
+
+    fn crashed(report: &mut Report, n: usize) {
+        report.runs[n].crash = Some(super::super::schema::Crash {
+            exception: "RuntimeError: boom".to_owned(),
+            kind: "RuntimeError".to_owned(),
+            out_of_memory: false,
+            rank: None,
+            frames: Vec::new(),
+            peak_is_lower_bound: true,
+            stopped_at: super::super::schema::StoppedAt {
+                last_step: None,
+                rank: None,
+                last_print: None,
+            },
+        });
+    }
+
+    fn by_name(run: usize, path: &str) -> Wanted {
+        Wanted {
+            run,
+            rank: Some(0),
+            printed: Some(format!("/x/{path}")),
+            after_oom: false,
+            found: Some(PathBuf::from(path)),
+            error: None,
+            paired: None,
+        }
+    }
+
+    fn given(path: &str) -> Wanted {
+        Wanted {
+            run: usize::MAX,
+            printed: None,
+            ..by_name(0, path)
+        }
+    }
+
+    fn span(start: i64, end: i64) -> Option<Span> {
+        Some(Span {
+            start,
+            end,
+            offset: 0,
+        })
+    }
+
+    fn times(entries: &[(&str, i64, i64)]) -> BTreeMap<PathBuf, Times> {
+        entries
+            .iter()
+            .map(|&(p, from, to)| {
+                (
+                    PathBuf::from(p),
+                    Times {
+                        from,
+                        to,
+                        rank: Some(0),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_crashed_run_runs_on_to_the_next_run_of_the_report_only() {
+        let t0 = 1_000_000;
+        // Crashed, steps from t0 to t0 + 10; then a run without step lines; then one at t0 + 3600.
+        let mut report = runs(3);
+        crashed(&mut report, 0);
+        steps(&mut report.runs[0], t0, t0 + 10);
+        steps(&mut report.runs[2], t0 + 3600, t0 + 3610);
+        let own_end = t0 + 10 + 1 + SLACK_S;
+        let s = spans(&report.runs, false);
+        assert_eq!(
+            s[0].unwrap().end,
+            own_end,
+            "the next run has no span: not stretched"
+        );
+        assert!(s[1].is_none());
+        // The next run starts before this one's last step: the end stays its own.
+        let mut report = runs(2);
+        crashed(&mut report, 0);
+        steps(&mut report.runs[0], t0, t0 + 10);
+        steps(&mut report.runs[1], t0 + 5, t0 + 20);
+        assert_eq!(spans(&report.runs, false)[0].unwrap().end, own_end);
+        // On to the next run's start; the last run, for ever.
+        let mut report = runs(2);
+        crashed(&mut report, 0);
+        crashed(&mut report, 1);
+        steps(&mut report.runs[0], t0, t0 + 10);
+        steps(&mut report.runs[1], t0 + 100, t0 + 110);
+        let s = spans(&report.runs, false);
+        assert_eq!(s[0].unwrap().end, t0 + 100 - 1 - SLACK_S);
+        assert_eq!(s[1].unwrap().end, i64::MAX);
+    }
+
+    #[test]
+    fn a_run_without_a_span_keeps_the_snapshot_it_found_by_name() {
+        let mut report = runs(2);
+        let mut wanted = vec![by_name(0, "a.pickle")];
+        let (spans, at) = (
+            vec![None, span(0, i64::MAX)],
+            times(&[("a.pickle", 50, 60)]),
+        );
+        pair_by_time(&mut report, &mut wanted, &at, &spans, &spans);
+        assert_eq!(
+            wanted.len(),
+            1,
+            "{:?}",
+            wanted.iter().map(|w| w.run).collect::<Vec<_>>()
+        );
+        assert_eq!(wanted[0].run, 0);
+        assert_eq!(wanted[0].found, Some(PathBuf::from("a.pickle")));
+        assert_eq!(wanted[0].paired.as_ref().unwrap().0, PairedBy::Name);
+    }
+
+    #[test]
+    fn a_run_holding_its_snapshot_in_either_reading_of_the_dates_keeps_it() {
+        // Back to back: read in this machine's zone the dates put the events in run 1's span,
+        // read in UTC (the container's clock that wrote them) in run 0's.
+        let mut report = runs(2);
+        let mut wanted = vec![by_name(0, "a.pickle")];
+        let local = vec![span(400, 500), span(100, 200)];
+        let utc = vec![span(100, 200), span(200, 300)];
+        pair_by_time(
+            &mut report,
+            &mut wanted,
+            &times(&[("a.pickle", 150, 160)]),
+            &local,
+            &utc,
+        );
+        assert_eq!(wanted.len(), 1);
+        assert_eq!((wanted[0].run, wanted[0].error.as_deref()), (0, None));
+        assert_eq!(wanted[0].found, Some(PathBuf::from("a.pickle")));
+        assert_eq!(wanted[0].paired.as_ref().unwrap().0, PairedBy::Time);
+        // Held by run 1 in one reading and by none in the other: it moves.
+        let mut wanted = vec![by_name(0, "a.pickle")];
+        let utc = vec![span(400, 500), span(600, 700)];
+        pair_by_time(
+            &mut report,
+            &mut wanted,
+            &times(&[("a.pickle", 150, 160)]),
+            &local,
+            &utc,
+        );
+        let got: Vec<(usize, bool)> = wanted.iter().map(|w| (w.run, w.found.is_some())).collect();
+        assert_eq!(got, [(0, false), (1, true)]);
+    }
+
+    #[test]
+    fn a_snapshot_several_runs_hold_is_neither_moved_nor_lost() {
+        let mut report = runs(3);
+        let spans = vec![span(100, 300), span(100, 300), span(400, 500)];
+        let at = times(&[("a.pickle", 150, 160), ("given.pickle", 150, 160)]);
+        let mut wanted = vec![by_name(2, "a.pickle"), given("given.pickle")];
+        pair_by_time(&mut report, &mut wanted, &at, &spans, &spans);
+        assert_eq!(wanted.len(), 1);
+        assert_eq!(wanted[0].run, 2);
+        assert_eq!(wanted[0].found, Some(PathBuf::from("a.pickle")));
+        let (by, why) = wanted[0].paired.clone().unwrap();
+        assert_eq!(by, PairedBy::Name);
+        assert!(why.contains("several runs (run0, run1)"), "{why}");
+        assert_eq!(report.skipped.len(), 1);
+        assert_eq!(report.skipped[0].path, "given.pickle");
+        assert!(
+            report.skipped[0]
+                .reason
+                .contains("time spans of several runs (run0, run1)"),
+            "{}",
+            report.skipped[0].reason
+        );
+    }
+
+    #[test]
+    fn ten_thousand_snapshots_are_paired_in_one_pass() {
+        // Each rank of run 1 printed its snapshot and none was found; each file given lies in
+        // run 1's span and is found by name for run 0, whose span does not hold it.
+        let n = 20_000;
+        let mut report = runs(2);
+        let name = |k: u32| format!("memory_snapshot_rank{k}_step0.pickle");
+        let mut wanted: Vec<Wanted> = (0..n).map(|k| by_name(0, &name(k))).collect();
+        wanted.extend((0..n).map(|k| Wanted {
+            rank: Some(k),
+            found: None,
+            ..by_name(1, &name(k))
+        }));
+        let at: BTreeMap<PathBuf, Times> = (0..n)
+            .map(|k| {
+                (
+                    PathBuf::from(name(k)),
+                    Times {
+                        from: 150,
+                        to: 160,
+                        rank: Some(k),
+                    },
+                )
+            })
+            .collect();
+        let spans = vec![span(0, 100), span(100, 200)];
+        let started = std::time::Instant::now();
+        pair_by_time(&mut report, &mut wanted, &at, &spans, &spans);
+        let took = started.elapsed();
+        assert!(took.as_secs_f64() < 3.0, "{took:?}");
+        assert_eq!(wanted.len(), 2 * n as usize);
+        assert!(wanted[..n as usize].iter().all(|w| w.found.is_none()));
+        for w in &wanted[n as usize..] {
+            assert_eq!(w.found, Some(PathBuf::from(name(w.rank.unwrap()))));
+        }
+    }
 
     #[test]
     fn a_printed_path_is_found_as_printed_beside_the_log_and_compressed() {

@@ -678,11 +678,7 @@ fn repeated_inputs(
         let run = &runs[n];
         let mut of = repeats.iter().filter(|r| r.run == n).map(|r| r.of);
         let first = of.next()?;
-        let same_ranks = || {
-            run.ranks.is_empty()
-                || serde_json::to_value(&run.ranks).ok()
-                    == serde_json::to_value(&runs[first].ranks).ok()
-        };
+        let same_ranks = || run.ranks.is_empty() || same_ranks(&run.ranks, &runs[first].ranks);
         (of.all(|o| o == first)
             && run.training.is_none()
             && run.oom.is_none()
@@ -729,6 +725,19 @@ fn repeated_inputs(
         *of = index[*of];
     }
     out
+}
+
+/// Whether `a` and `b` report the same ranks alike: the same number of ranks, each serialised
+/// the same, compared rank by rank and stopping at the first that differs (a run may have
+/// thousands of ranks; no JSON of all of them is built).
+fn same_ranks(a: &[RankReport], b: &[RankReport]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(
+            |(x, y)| match (serde_json::to_value(x), serde_json::to_value(y)) {
+                (Ok(x), Ok(y)) => x == y,
+                _ => false,
+            },
+        )
 }
 
 /// The [`Crash`] of a run that ended in `exception` or logged `oom` (an OOM line without a
@@ -1222,6 +1231,17 @@ mod tests {
             r.runs.iter().map(|run| run.stats.memory_lines).sum::<u64>(),
             17
         );
+    }
+
+    #[test]
+    fn ranks_are_compared_one_by_one_and_a_different_count_is_not_the_same() {
+        let text = [launch(0), launch(1)].concat().join("\n");
+        let ranks = build(&text).ranks;
+        assert_eq!(ranks.len(), 2);
+        assert!(same_ranks(&ranks, &ranks.clone()));
+        assert!(!same_ranks(&ranks, &ranks[..1]));
+        assert!(!same_ranks(&ranks[..1], &ranks[1..]));
+        assert!(same_ranks(&[], &[]));
     }
 
     #[test]
