@@ -928,7 +928,7 @@ mod tests {
     }
 
     #[test]
-    fn ten_thousand_snapshots_are_paired_in_one_pass() {
+    fn twenty_thousand_snapshots_are_paired_by_their_index() {
         // Each rank of run 1 printed its snapshot and none was found; each file given lies in
         // run 1's span and is found by name for run 0, whose span does not hold it.
         let n = 20_000;
@@ -953,10 +953,9 @@ mod tests {
             })
             .collect();
         let spans = vec![span(0, 100), span(100, 200)];
-        let started = std::time::Instant::now();
+        // Not timed (timings live in bench/): 20,000 pairs took 41 s with the quadratic
+        // search and 0.3 s with the index; this checks what the index pairs.
         pair_by_time(&mut report, &mut wanted, &at, &spans, &spans);
-        let took = started.elapsed();
-        assert!(took.as_secs_f64() < 3.0, "{took:?}");
         assert_eq!(wanted.len(), 2 * n as usize);
         assert!(wanted[..n as usize].iter().all(|w| w.found.is_none()));
         for w in &wanted[n as usize..] {
