@@ -322,3 +322,23 @@ fn the_resumed_run_measures_the_optimizer_state_and_the_first_run_does_not() {
     let first = rank0(&kept("qwen3-tiny-pp1-instr.log"));
     assert_eq!(first["breakdown"]["optimizer_state"], Value::Null);
 }
+
+/// The what-if sweep's logs (2026-12-05, one H200, trees instrumented with `gpu_total`): each
+/// rank's capacity comes from its own `init_process_group` print, the GPU's exact total (the
+/// run's `E2E_GPU` line says `total_memory_bytes=150109880320`); the run that ran out of memory
+/// is out of memory, the others fit.
+#[test]
+fn the_capacity_is_the_total_the_real_runs_printed() {
+    let whatif = support::root().join("tests/data/whatif");
+    for (log, status) in [
+        ("qwen3-big-pp1-s1024-mb1-instr.log", "fits"),
+        ("qwen3-big-pp1-s8192-mb1-instr.log", "fits"),
+        ("qwen3-big-pp1-s8192-mb32-instr.log", "out_of_memory"),
+    ] {
+        let rank = rank0(&whatif.join(log));
+        assert_eq!(rank["gpu_total"], 150_109_880_320_i64, "{log}");
+        assert_eq!(rank["capacity"]["bytes"], 150_109_880_320_i64, "{log}");
+        assert_eq!(rank["capacity"]["from"], "prints", "{log}");
+        assert_eq!(rank["status"], status, "{log}");
+    }
+}
