@@ -743,21 +743,11 @@ fn config_of(
         .cloned()
 }
 
-/// PithTrain's config lines (`launch(cfg=`) of one log, in order, reading at most
-/// [`crate::scan::LINE_CAP`] bytes of any line; an unreadable log has none.
+/// PithTrain's config lines (`launch(cfg=`) of one log, in order: those of its first
+/// [`CONFIG_SEARCH`] bytes (decompressed), reading at most [`crate::scan::LINE_CAP`] bytes of any
+/// line ([`crate::scan::inputs::find_lines`], a chunk at a time at memmem speed); an unreadable
+/// log has none.
 pub fn config_lines(path: &std::path::Path) -> Vec<LoggedConfig> {
-    // A big plain log is searched mapped, at memmem speed, not read line by line.
-    if let Ok(Some(file)) = crate::scan::inputs::big_plain_file(path)
-        && let Ok(map) = crate::scan::mapped::Mapped::new(&file, &path.display().to_string())
-    {
-        return config_lines_mapped(&map);
-    }
-    config_lines_read(path)
-}
-
-/// [`config_lines`], reading the log as a stream (a compressed or small one), its first
-/// [`CONFIG_SEARCH`] bytes as the mapped search does.
-fn config_lines_read(path: &std::path::Path) -> Vec<LoggedConfig> {
     let Ok(reader) = crate::scan::inputs::open(path) else {
         return Vec::new();
     };
@@ -795,51 +785,16 @@ impl ParseOnce {
 /// offered).
 const CONFIG_SEARCH: usize = 64 << 20;
 
-/// [`config_lines`] of a mapped log: each `launch(cfg=` found in its first [`CONFIG_SEARCH`]
-/// bytes, the line it stands on (its first [`crate::scan::LINE_CAP`] bytes; a needle past them
-/// is not seen), once per line.
-fn config_lines_mapped(map: &crate::scan::mapped::Mapped) -> Vec<LoggedConfig> {
-    let cap = crate::scan::LINE_CAP;
-    let mut out = Vec::new();
-    let mut last_start = None;
-    let mut parse = ParseOnce::default();
-    // Hits before this are on a line already looked at: skipped at once (a line of a
-    // million needles is not searched back a million times).
-    let mut next_line = 0;
-    crate::scan::inputs::map_find_all(map, NEEDLE, CONFIG_SEARCH, |hit| {
-        if hit < next_line {
-            return;
-        }
-        let bytes = map.bytes();
-        let back = hit.saturating_sub(cap);
-        let start = memchr::memrchr(b'\n', &bytes[back..hit]).map_or(back, |i| back + i + 1);
-        next_line = memchr::memchr(b'\n', &bytes[hit..]).map_or(bytes.len(), |i| hit + i);
-        // The needle must lie within the first `cap` bytes of its line.
-        let whole_line_start = start == 0 || bytes[start - 1] == b'\n';
-        if !whole_line_start || last_start == Some(start) {
-            return;
-        }
-        last_start = Some(start);
-        let cap_end = (start + cap).min(bytes.len());
-        let end = memchr::memchr(b'\n', &bytes[start..cap_end]).map_or(cap_end, |i| start + i);
-        if hit + NEEDLE.len() > end {
-            return;
-        }
-        out.extend(parse.config(&bytes[start..end]));
-    });
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
 
-    /// The mapped search finds what the line-by-line reading finds: launches among noise, a
-    /// config line split across two search windows' worth of bytes, one past a line's first
-    /// LINE_CAP bytes (not seen by either), two needles on one line (one config).
+    /// The config lines found are those a split into lines finds: launches among noise, a
+    /// config line across the search's chunks, one past a line's first LINE_CAP bytes (not
+    /// seen), two needles on one line (one config).
     #[test]
-    fn the_mapped_search_finds_the_config_lines_the_reader_finds() {
+    fn the_search_finds_the_config_lines_a_split_into_lines_finds() {
         let real = std::fs::read_to_string(data("e2e/qwen3-tiny-pp1-instr.log")).unwrap();
         let config = real
             .lines()
@@ -859,16 +814,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("big.log");
         std::fs::write(&path, &log).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        let map = crate::scan::mapped::Mapped::new(&file, "big.log").unwrap();
-        let mapped = config_lines_mapped(&map);
-        assert_eq!(mapped, config_lines_read(&path));
-        assert_eq!(mapped.len(), 3, "{mapped:?}");
-        assert!(
-            crate::scan::inputs::big_plain_file(&path)
-                .unwrap()
-                .is_some()
-        );
+        let found = config_lines(&path);
+        let split: Vec<LoggedConfig> = log
+            .lines()
+            .map(|l| &l[..l.len().min(crate::scan::LINE_CAP)])
+            .filter(|l| l.contains("launch(cfg="))
+            .filter_map(LoggedConfig::parse)
+            .collect();
+        assert_eq!(found, split);
+        assert_eq!(found.len(), 3, "{found:?}");
     }
 
     fn data(path: &str) -> PathBuf {

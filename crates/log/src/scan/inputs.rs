@@ -252,33 +252,9 @@ pub fn map_has_nul(map: &super::mapped::Mapped) -> bool {
     false
 }
 
-/// Where `needle` starts in the first `limit` bytes of a mapped file, in order, found window by
-/// window with each window's pages released once searched; `f` may read the map (a released
-/// page is read in again).
-pub fn map_find_all(
-    map: &super::mapped::Mapped,
-    needle: &[u8],
-    limit: usize,
-    mut f: impl FnMut(usize),
-) {
-    let finder = memchr::memmem::Finder::new(needle);
-    let bytes = &map.bytes()[..map.bytes().len().min(limit)];
-    let mut at = 0;
-    while at < bytes.len() {
-        let end = (at + WINDOW).min(bytes.len());
-        // A match may start in this window and end in the next.
-        let search_end = (end + needle.len().saturating_sub(1)).min(bytes.len());
-        for hit in finder.find_iter(&bytes[at..search_end]) {
-            f(at + hit);
-        }
-        map.release(at..end);
-        at = end;
-    }
-}
-
 /// The lines of `reader`'s first `limit` bytes that hold `needle` within their first
 /// [`super::LINE_CAP`] bytes, each handed to `f` once (those bytes, without the `\n`), in
-/// order: what [`map_find_all`] finds in a mapped file, for a stream. The text is searched a
+/// order. The text is searched a
 /// chunk at a time at memmem speed, not line by line; an unfinished line is carried into the
 /// next chunk, at most its first `LINE_CAP` bytes.
 pub fn find_lines(
