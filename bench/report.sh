@@ -30,19 +30,8 @@ files=${FILES:-1024}
 runs=${RUNS:-5}
 cases=${CASES:-realistic dense small folder}
 
-if [ -n "${BIN:-}" ]; then
-  bin=$(realpath "$BIN")
-else
-  cargo build --release --quiet --bin memprints
-  bin=$PWD/target/release/memprints
-fi
-if [ -n "${WORK:-}" ]; then
-  work=$WORK
-  mkdir -p "$work"
-else
-  work=$(mktemp -d --tmpdir memprints-bench-XXXXXX)
-  trap 'rm -rf "$work"' EXIT
-fi
+# shellcheck source=bench/common.sh
+source bench/common.sh bench
 gen() { python3 bench/gen_real_log.py "$@"; }
 
 echo "machine: $(nproc) cores; uptime: $(uptime)"

@@ -27,19 +27,8 @@ folder_mib=${FOLDER_MIB:-275}
 snapshots=${SNAPSHOTS:-8192}
 runs=${RUNS:-5}
 
-if [ -n "${BIN:-}" ]; then
-  bin=$(realpath "$BIN")
-else
-  cargo build --release --quiet --bin memprints
-  bin=$PWD/target/release/memprints
-fi
-if [ -n "${WORK:-}" ]; then
-  work=$WORK
-  mkdir -p "$work"
-else
-  work=$(mktemp -d --tmpdir memprints-scale-XXXXXX)
-  trap 'rm -rf "$work"' EXIT
-fi
+# shellcheck source=bench/common.sh
+source bench/common.sh scale
 
 echo "machine: $(nproc) cores; uptime: $(uptime)"
 [ -d "$work/ranks" ] || python3 bench/gen_real_log.py --size-mib "$folder_mib" --folder "$work/ranks" --files "$files"
