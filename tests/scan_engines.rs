@@ -63,6 +63,8 @@ impl Normalised {
                     prev.lines += run.lines;
                     prev.last_step = run.last_step;
                     prev.max_steps = run.max_steps.or(prev.max_steps);
+                    prev.digest = prev.digest.wrapping_add(run.digest);
+                    prev.last_time = run.last_time.or(prev.last_time);
                     if run.peak_gpu_memory > prev.peak_gpu_memory {
                         prev.peak_gpu_memory = run.peak_gpu_memory;
                         prev.peak_step = run.peak_step;
@@ -307,4 +309,26 @@ fn empty_and_one_byte_inputs_agree() {
     for text in [&b""[..], b"\n", b"[", b"[rank=0] x", b"\r\n\r\n"] {
         assert_engines_agree(text);
     }
+}
+
+#[test]
+fn a_step_run_cut_into_pieces_agrees() {
+    // Found by CI's proptest run: a step-0 line among the step lines, prints glued, garbage and
+    // long noise lines: an engine hands the run over in two pieces, whose digests and last dates
+    // fold as one run's.
+    let cfg = LogConfig {
+        world: 5,
+        pp: 1,
+        num_chunks: 4,
+        ranks: (0..5).collect(),
+        profiled_steps: 1,
+        train_steps: 2,
+        glue_per_mille: 143,
+        garbage: true,
+        checkpoint: true,
+        noise: 1,
+        seed: 2706984809681468340,
+        ..LogConfig::default()
+    };
+    assert_engines_agree(&generated(&cfg, &[(21, 217)], 32));
 }
