@@ -954,7 +954,7 @@ fn the_summary_says_how_a_run_ended_whether_it_fits_and_what_to_change() {
         "{head}"
     );
     assert!(
-        head.contains("actions  double the pipeline stages (1 → 2) saves 0.09 GiB"),
+        head.contains("actions  double the pipeline stages (1 → 2) saves 0.11 GiB"),
         "{head}"
     );
 }

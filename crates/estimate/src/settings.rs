@@ -53,11 +53,16 @@ pub struct LoggedConfig {
     pub model: Option<ModelRef>,
     /// `fp8=True|False` in `TrainingCfg(`; `None` when it is not there.
     pub fp8: Option<bool>,
+    /// The function named by `optimizer=<function NAME at 0x…>` in `TrainingCfg(`
+    /// (`make_muon_optimizer`); `None` when it is not there.
+    pub optimizer: Option<String>,
 }
 
 static MODEL: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"\bmodel=(\w*Path\()?(?:'([^']*)'|"([^"]*)")"#).expect("valid regex")
 });
+static OPTIMIZER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\boptimizer=<function ([\w.]+)").expect("valid regex"));
 static FP8: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\bfp8=(True|False)\b").expect("valid regex"));
 
@@ -104,6 +109,7 @@ impl LoggedConfig {
             global_batch_size: number(training, "global_batch_size"),
             model,
             fp8: FP8.captures(training).map(|c| &c[1] == "True"),
+            optimizer: OPTIMIZER.captures(training).map(|c| c[1].to_owned()),
         })
     }
 
@@ -311,6 +317,7 @@ mod tests {
                 "<e2e>/configs/{config}"
             )))),
             fp8: Some(false),
+            optimizer: Some("make_muon_optimizer".to_owned()),
         }
     }
 

@@ -58,14 +58,27 @@ fn printed(rank: &RankReport) -> Option<i64> {
 fn fill(rank: &mut RankReport, capacity: Option<Capacity>, ran_out: bool) {
     let peak = rank.breakdown.as_ref().map(|b| b.total);
     rank.headroom_bytes = capacity.zip(peak).map(|(c, p)| c.bytes - p);
-    rank.status = match (capacity, rank.headroom_bytes) {
-        _ if ran_out => Some(FitStatus::OutOfMemory),
-        (Some(_), Some(h)) if h < 0 => Some(FitStatus::OutOfMemory),
-        (Some(c), Some(h)) if h * 100 < c.bytes * TIGHT_PERCENT => Some(FitStatus::Tight),
-        (Some(_), Some(_)) => Some(FitStatus::Fits),
-        _ => None,
+    rank.status = if ran_out {
+        Some(FitStatus::OutOfMemory)
+    } else {
+        capacity.zip(peak).and_then(|(c, p)| status_of(c.bytes, p))
     };
     rank.capacity = capacity;
+}
+
+/// Whether a device total of `total` bytes fits a GPU of `capacity` bytes: out of memory above
+/// it, tight under [`TIGHT_PERCENT`] % headroom; `None` for a capacity that is no figure (0).
+pub fn status_of(capacity: i64, total: i64) -> Option<FitStatus> {
+    let headroom = capacity - total;
+    if capacity <= 0 {
+        None
+    } else if headroom < 0 {
+        Some(FitStatus::OutOfMemory)
+    } else if headroom * 100 < capacity * TIGHT_PERCENT {
+        Some(FitStatus::Tight)
+    } else {
+        Some(FitStatus::Fits)
+    }
 }
 
 #[cfg(test)]

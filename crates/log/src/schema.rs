@@ -1121,6 +1121,13 @@ pub struct RankWhatIf {
     pub device: Figure,
     /// The parts; those `in_peak` add up to `peak`, all of them to `device`.
     pub components: Vec<Component>,
+    /// The rank's GPU capacity (`capacity.bytes` of the rank), when known.
+    pub capacity_bytes: Option<i64>,
+    /// The capacity minus the predicted device total; `None` without a capacity.
+    pub predicted_headroom_bytes: Option<i64>,
+    /// Whether the predicted device total fits the GPU, by the report's own rule (tight under
+    /// 5 % headroom); `None` without a capacity.
+    pub predicted_status: Option<FitStatus>,
 }
 
 /// A run's `--what-if` section.

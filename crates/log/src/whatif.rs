@@ -12,9 +12,19 @@ that are each measured or derived from a measurement, and each part scales by it
 | weights | the last `setup_model` print | ∝ layers held: pp / pp′ |
 | other static | `Before pipeline` minus weights (and a loaded optimizer state) | fixed |
 | gradients | `After Step8` minus `Before pipeline` of the peak's pass, at most the growth to the peak | ∝ layers held: pp / pp′ |
-| optimizer state | the checkpoint print, else the steady-state peak minus step 1's | ∝ layers held: pp / pp′ |
-| activations | the prints' peak minus `Before pipeline`, less the gradients | tokens per micro-batch (seq·mb/cp) for the share of saved bytes shaped by tokens, fixed for the rest; × the micro-batch stages in flight per layer under DualPipeV, (2pp+1)/(2pp) |
-| unattributed | the steady-state peak minus the parts above (transient buffers such as the cuBLAS workspace, what no print sees) | fixed |
+| optimizer state | the checkpoint print; else estimated from the optimizer the config names (Muon: the weights × 1, its momentum, a lower bound; AdamW: × 2), at most what the steady-state peak leaves; else the steady-state peak minus step 1's | ∝ layers held: pp / pp′ |
+| activations | the prints' peak minus `Before pipeline`, less the gradients | tokens per micro-batch (seq·mb/cp, from the config line) for the share of saved bytes shaped by tokens, fixed for the rest; × the micro-batch stages in flight per layer under DualPipeV, (2pp+1)/(2pp) |
+| unattributed | the steady-state peak minus the parts above | the optimizer step's peak above the pipeline's parts: max(0, opt′ − pipeline′), the optimizer step's peak ∝ layers held |
+
+Two phases hold a step's peak: the pipeline (the parts above, activations included) and the
+optimizer step after it (weights, gradients, optimizer state and the optimizer's temporaries, no
+activations). The real sweep of `tests/data/whatif/` shows both: at 1,024 and 2,048 tokens per
+micro-batch the steady-state peak is the optimizer step's (the same 9.05 GiB), from 4,096 on the
+pipeline's, growing with the tokens. So the part above the pipeline's is taken as the optimizer
+step's, and the predicted peak is the higher of the two phases; buffers inside one operation,
+between two prints, are not scaled. The predicted device total (peak, allocator reserve, memory
+outside the allocator) is set against the rank's capacity by the report's own rule
+([`super::headroom::status_of`]).
 
 Outside the peak (PyTorch's allocated memory) but on the device: the allocator's unused reserve
 (its fraction of allocated at the prints' peak is kept) and the memory outside the allocator (CUDA
@@ -243,6 +253,8 @@ pub struct RankMeasure {
     pub reserve_fraction: f64,
     /// Memory outside the allocator at the prints' peak.
     pub non_pytorch: i64,
+    /// The rank's GPU capacity ([`super::headroom`]), when known.
+    pub capacity: Option<i64>,
 }
 
 impl RankMeasure {
@@ -259,14 +271,30 @@ impl RankMeasure {
 
 /// Reads each rank's parts; `None` for a rank without a pipeline peak. The steady-state peak
 /// (`training`) is matched to the rank with the highest prints peak (see the module doc).
-pub fn measure(run: &Run) -> Vec<RankMeasure> {
-    let mut out: Vec<RankMeasure> = run.ranks.iter().filter_map(measure_rank).collect();
+/// `config`: the run's config line, for the tokens of a micro-batch and the optimizer.
+pub fn measure(run: &Run, config: Option<&LoggedConfig>) -> Vec<RankMeasure> {
+    let tokens = config
+        .and_then(|c| Settings::from_logged(c).ok())
+        .map(|s| (u64::from(s.sequence_length), s.tokens().round() as u64));
+    let mut out: Vec<RankMeasure> = run
+        .ranks
+        .iter()
+        .filter_map(|r| measure_rank(r, tokens))
+        .collect();
     let peak_rank = run.summary.peak_rank;
     let Some(top) = out.iter().position(|m| Some(m.rank) == peak_rank) else {
         return out;
     };
     let steps = run.training.as_ref().and_then(steady);
     if let Some((steady, step1)) = steps {
+        // Every rank holds optimizer state from step 2 on; without a checkpoint print it is
+        // estimated from the optimizer the config names.
+        let rule = config.and_then(|c| optimizer_rule(c.optimizer.as_deref()));
+        for m in out.iter_mut().filter(|m| m.optimizer.0 == 0) {
+            if let Some((factor, from)) = rule {
+                m.optimizer = (scale(m.weights, factor), from);
+            }
+        }
         let m = &mut out[top];
         if m.optimizer.0 == 0
             && let Some(step1) = step1
@@ -275,6 +303,11 @@ pub fn measure(run: &Run) -> Vec<RankMeasure> {
                 (steady - step1).max(0),
                 "the steady-state peak minus step 1's (step lines)",
             );
+        }
+        // An estimate is never more than the steady-state peak leaves for it.
+        let room = steady - (m.peak() - m.optimizer.0);
+        if rule.is_some_and(|(_, from)| from == m.optimizer.1) && m.optimizer.0 > room.max(0) {
+            m.optimizer = (room.max(0), OPTIMIZER_CAPPED);
         }
         m.unattributed = steady - m.peak();
         let unattributed = m.unattributed;
@@ -293,6 +326,32 @@ pub fn measure(run: &Run) -> Vec<RankMeasure> {
     out
 }
 
+/// Optimizer state per byte of weights for the optimizer PithTrain's config names, and where
+/// the figure comes from; `None` for an optimizer memprints does not know.
+fn optimizer_rule(optimizer: Option<&str>) -> Option<(f64, &'static str)> {
+    let name = optimizer?.to_ascii_lowercase();
+    if name.contains("muon") {
+        Some((
+            1.0,
+            "estimated: the weights × 1, Muon's momentum buffer per parameter \
+             (make_muon_optimizer; AdamW's second moment on the embeddings, head, norms and \
+             router is not in the log: a lower bound)",
+        ))
+    } else if name.contains("adam") {
+        Some((
+            2.0,
+            "estimated: the weights × 2, AdamW's two moments per parameter \
+             (make_adamw_optimizer)",
+        ))
+    } else {
+        None
+    }
+}
+
+/// Where an optimizer estimate larger than the steady-state peak allows comes from.
+const OPTIMIZER_CAPPED: &str = "estimated from the optimizer, at most what the steady-state \
+     peak leaves above the other parts";
+
 fn out_rank(rank: Option<u32>) -> u32 {
     rank.unwrap_or(0)
 }
@@ -306,7 +365,7 @@ fn steady(t: &Training) -> Option<(i64, Option<i64>)> {
     Some((steady, step1))
 }
 
-fn measure_rank(r: &RankReport) -> Option<RankMeasure> {
+fn measure_rank(r: &RankReport, tokens: Option<(u64, u64)>) -> Option<RankMeasure> {
     let b = r.breakdown.as_ref()?;
     let peak = r.peak.as_ref()?;
     let pass = r.pipeline.get(peak.index)?.pass;
@@ -329,7 +388,7 @@ fn measure_rank(r: &RankReport) -> Option<RankMeasure> {
             None => (0, "not measured (no checkpoint load, no step lines ≥ 2)"),
         },
         activations: b.activations - gradients,
-        token_share: token_share(&saved),
+        token_share: token_share(&saved, tokens),
         unattributed: 0,
         peak_from: "the prints' peak (no step line of a step ≥ 2)".to_owned(),
         reserve_fraction: if peak.allocated > 0 {
@@ -338,27 +397,32 @@ fn measure_rank(r: &RankReport) -> Option<RankMeasure> {
             0.0
         },
         non_pytorch: b.non_pytorch,
+        capacity: r.capacity.map(|c| c.bytes),
     })
 }
 
 /// The share of saved activation bytes in tensors shaped by tokens: a dimension equal to a
 /// sequence, or a first dimension at least a micro-batch's tokens (routed tokens); saved
-/// weights and small per-head vectors are not.
-fn token_share(groups: &[&SavedGroup]) -> Option<f64> {
-    let tensors = groups.iter().flat_map(|g| &g.tensors);
-    // A micro-batch's tokens: the largest b·s of a (b, s, …) activation, else the most common
-    // first dimension of 2-D tensors; the sequence is its s.
-    let (mut seq, mut tokens) = (0u64, 0u64);
-    for t in tensors.clone() {
-        if let Some(dims) = &t.shape
-            && dims.len() >= 3
-            && dims[0] * dims[1] > tokens
-        {
-            (seq, tokens) = (dims[1], dims[0] * dims[1]);
+/// weights and small per-head vectors are not. `tokens`: the sequence and a micro-batch's tokens
+/// per rank (seq · mb / cp) from the config line; without it they are guessed from the
+/// activations' shapes (the largest b·s of a (b, s, …) activation), never from saved weights,
+/// whose (experts, rows, columns) would pass for tokens.
+fn token_share(groups: &[&SavedGroup], tokens: Option<(u64, u64)>) -> Option<f64> {
+    let activations = || groups.iter().flat_map(|g| &g.tensors).filter(|t| !t.weight);
+    let (seq, tokens) = tokens.unwrap_or_else(|| {
+        let mut guess = (0u64, 0u64);
+        for t in activations() {
+            if let Some(dims) = &t.shape
+                && dims.len() >= 3
+                && dims[0] * dims[1] > guess.1
+            {
+                guess = (dims[1], dims[0] * dims[1]);
+            }
         }
-    }
+        guess
+    });
     let (mut scaled, mut all) = (0i64, 0i64);
-    for t in tensors.filter(|t| !t.weight) {
+    for t in activations() {
         all += t.size;
         let by_tokens = t.shape.as_ref().is_some_and(|dims| {
             tokens > 0
@@ -443,14 +507,8 @@ pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
             &act_rule,
             "the prints' peak minus Before pipeline, less the gradients",
         ),
-        part(
-            "unattributed",
-            m.unattributed,
-            1.0,
-            "fixed (transient buffers such as the cuBLAS workspace, allocations between prints)",
-            "the steady-state peak minus the parts above",
-        ),
     ];
+    components.push(unattributed(m, &components, held));
     let peak = Figure {
         measured_bytes: m.peak(),
         predicted_bytes: components.iter().map(|c| c.predicted_bytes).sum(),
@@ -478,12 +536,54 @@ pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
         measured_bytes: components.iter().map(|c| c.measured_bytes).sum(),
         predicted_bytes: components.iter().map(|c| c.predicted_bytes).sum(),
     };
+    let predicted_headroom_bytes = m.capacity.map(|c| c - device.predicted_bytes);
     RankWhatIf {
         rank: m.rank,
         pp: m.pp,
         peak,
         device,
         components,
+        capacity_bytes: m.capacity,
+        predicted_headroom_bytes,
+        predicted_status: m
+            .capacity
+            .and_then(|c| super::headroom::status_of(c, device.predicted_bytes)),
+    }
+}
+
+/// The steady-state peak above the pipeline's parts. When the parts leave room under the
+/// peak, the peak is the optimizer step's (it holds the weights, gradients and optimizer state
+/// with its own temporaries, and no activations; PithTrain's steps ≥ 2 peak there when the
+/// activations are small): predicted as what the optimizer step's peak, ∝ layers held, needs
+/// above the pipeline's predicted parts, so that the predicted peak is the higher of the two
+/// phases. A negative part (a peak below the parts, on a rank other than the step lines') stays
+/// fixed.
+fn unattributed(m: &RankMeasure, pipeline: &[Component], held: f64) -> Component {
+    let measured: i64 = pipeline.iter().map(|c| c.measured_bytes).sum();
+    let predicted: i64 = pipeline.iter().map(|c| c.predicted_bytes).sum();
+    let (bytes, rule) = if m.unattributed >= 0 {
+        let step = measured + m.unattributed;
+        let step_predicted = m.other_static + scale(step - m.other_static, held);
+        (
+            (step_predicted - predicted).max(0),
+            "the optimizer step's peak above the pipeline's parts: its peak (no activations; \
+             ∝ layers held) less the predicted parts, at least 0: the predicted peak is the \
+             higher of the optimizer step's and the pipeline's (buffers inside one operation, \
+             between two prints, are not scaled)",
+        )
+    } else {
+        (
+            m.unattributed,
+            "fixed (the step lines' peak is another rank's)",
+        )
+    };
+    Component {
+        name: "unattributed",
+        measured_bytes: m.unattributed,
+        predicted_bytes: bytes,
+        rule: rule.to_owned(),
+        measured_from: "the steady-state peak minus the parts above".to_owned(),
+        in_peak: true,
     }
 }
 
@@ -553,7 +653,7 @@ pub fn section(run: &Run, config: Option<&LoggedConfig>, changes: &[Change]) -> 
     out.settings.measured = Some(from);
     out.settings.predicted = Some(to);
     out.notes = notes_for(&from, &to);
-    out.ranks = measure(run)
+    out.ranks = measure(run, config)
         .iter()
         .map(|m| predict(m, &from, &to))
         .collect();
@@ -578,7 +678,7 @@ fn as_measured(m: &RankMeasure) -> RankWhatIf {
 
 /// What to change on the worst rank, ranked; `None` without a pipeline peak.
 pub fn what_to_change(run: &Run, config: Option<&LoggedConfig>) -> Option<WhatToChange> {
-    let measures = measure(run);
+    let measures = measure(run, config);
     let settings = settings_of(config);
     let worst = measures.iter().max_by_key(|m| {
         (
@@ -606,6 +706,17 @@ pub fn what_to_change(run: &Run, config: Option<&LoggedConfig>) -> Option<WhatTo
                         predicted_device_bytes: p.device.predicted_bytes,
                         cost,
                     });
+                } else if p
+                    .components
+                    .iter()
+                    .any(|c| c.name == "unattributed" && c.predicted_bytes > 0)
+                {
+                    not_offered.push(format!(
+                        "{action}: saves nothing, the steady-state peak stays the optimizer \
+                         step's, which holds no activations"
+                    ));
+                } else {
+                    not_offered.push(format!("{action}: saves nothing, as predicted"));
                 }
             };
             if s.micro_batch_size > 1 {
@@ -942,6 +1053,7 @@ mod tests {
             peak_from: String::new(),
             reserve_fraction: 0.1,
             non_pytorch: 500,
+            capacity: None,
         }
     }
 
@@ -971,7 +1083,11 @@ mod tests {
         let seq8 = predict(&m, &from, &from.with(&[change("sequence-length=8192")]));
         assert_eq!(predicted(&seq8, "activations"), 2_500 + 7_500 * 8);
         assert_eq!(predicted(&seq8, "weights"), 1000);
-        assert_eq!(predicted(&seq8, "unattributed"), 100);
+        // The optimizer step's peak (the parts at the measurement plus its 100 above them)
+        // is far below the pipeline's now: nothing above the pipeline's parts.
+        assert_eq!(predicted(&seq8, "unattributed"), 0);
+        let same = predict(&m, &from, &from);
+        assert_eq!(predicted(&same, "unattributed"), 100);
         let mb2 = predict(&m, &from, &from.with(&[change("micro-batch-size=2")]));
         let cp2 = predict(
             &m,
@@ -1067,10 +1183,14 @@ mod tests {
                 .all(|a| a[0].saves_bytes >= a[1].saves_bytes)
         );
         assert!(w.actions.iter().all(|a| a.saves_bytes > 0));
+        // At this tiny model's shape the optimizer step holds the steady-state peak: a smaller
+        // micro-batch saves nothing, and the report says so.
         assert!(
-            w.actions
+            w.not_offered
                 .iter()
-                .any(|a| a.setting == "training.micro_batch_size=1")
+                .any(|n| n.starts_with("halve the micro-batch (2 → 1): saves nothing")),
+            "{:?}",
+            w.not_offered
         );
         assert!(
             w.actions

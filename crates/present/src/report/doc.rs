@@ -399,12 +399,7 @@ fn headroom_section(run: &Run, out: &mut Vec<Block>) {
                 format!("{} ({from})", gib(c.bytes))
             },
         );
-        let status = match r.status {
-            Some(FitStatus::Fits) => "fits",
-            Some(FitStatus::Tight) => "tight (headroom under 5 %)",
-            Some(FitStatus::OutOfMemory) => "out of memory",
-            None => NOT_APPLICABLE,
-        };
+        let status = r.status.map_or(NOT_APPLICABLE, fit_word);
         table.rows.push(vec![
             r.rank.to_string(),
             measured(r.breakdown.as_ref().map(|b| b.total), gib),
@@ -974,6 +969,15 @@ fn breakdown_table(b: &Breakdown) -> Table {
     t.rows
         .push(vec!["total".to_owned(), gib(b.total), "100.0%".to_owned()]);
     t
+}
+
+/// A [`FitStatus`] in the report's words, the same in the ranks' table and the what-if.
+pub(crate) fn fit_word(status: FitStatus) -> &'static str {
+    match status {
+        FitStatus::Fits => "fits",
+        FitStatus::Tight => "tight (headroom under 5 %)",
+        FitStatus::OutOfMemory => "out of memory",
+    }
 }
 
 #[cfg(test)]

@@ -133,6 +133,18 @@ pub fn what_if_section(run: &Run, out: &mut Vec<Block>) {
                 gib(r.device.predicted_bytes),
             ),
         });
+        if let (Some(capacity), Some(status)) = (r.capacity_bytes, r.predicted_status) {
+            out.push(Block::Text(format!(
+                "Predicted device total {} GiB on a GPU of {} GiB: {} (headroom {} GiB).",
+                gib(r.device.predicted_bytes),
+                gib(capacity),
+                super::doc::fit_word(status),
+                signed_gib(
+                    r.predicted_headroom_bytes
+                        .unwrap_or(capacity - r.device.predicted_bytes)
+                ),
+            )));
+        }
         let mut table = Table::new(&[
             ("component", false),
             ("measured", true),
