@@ -810,3 +810,45 @@ fn a_relative_repo_is_taken_from_the_current_directory() {
     assert_eq!(section["error"], Value::Null, "{}", section["error"]);
     assert_eq!(section["tree"], tree.path().display().to_string());
 }
+
+/// Issue 22, item 4: the estimator's STATUS and headroom stand beside the report's own, and
+/// the estimator judges against the GPU the report knows (`--gpu-memory` here), not its default.
+#[test]
+fn the_estimators_status_and_headroom_stand_beside_the_reports_own() {
+    let tree = fake_tree("qwen3-tiny-pp1");
+    let config = config("qwen3-moe-tiny.json");
+    let log = log("qwen3-tiny-pp1-instr.log");
+    let args = estimate_args(&log, tree.path(), &config);
+    let gib = |x: f64| (x * f64::from(1 << 30)) as i64;
+    for (flag, theirs, ours) in [
+        ("139.81", "OK", "fits"),
+        ("5.6", "TIGHT", "fits"),
+        ("1", "OOM", "out of memory"),
+    ] {
+        let with = [&args[..], &["--gpu-memory", flag]].concat();
+        let answer = json(root(), &with);
+        let run = &answer["runs"][0];
+        let fit = &run["estimate"]["ranks"][0]["estimator_fit"];
+        assert_eq!(fit["status"], theirs, "{flag}: {fit}");
+        let capacity = fit["capacity_bytes"].as_i64().unwrap();
+        assert!(
+            (capacity - gib(flag.parse().unwrap())).abs() < 1 << 20,
+            "{fit}"
+        );
+        assert_eq!(
+            fit["headroom_bytes"].as_i64().unwrap(),
+            capacity - fit["total_bytes"].as_i64().unwrap()
+        );
+        let text = report(root(), &with);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("Fit: "))
+            .unwrap_or_else(|| panic!("{flag}: no Fit line\n{text}"));
+        assert!(
+            line.contains(&format!(
+                "PithTrain's estimator says STATUS: {theirs}: TOTAL "
+            )) && line.contains(&format!("memprints: {ours} at the prints' peak")),
+            "{line}"
+        );
+    }
+}

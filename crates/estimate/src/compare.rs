@@ -250,6 +250,22 @@ pub struct RankComparison {
     pub corrections: Vec<Correction>,
     /// The estimate's notes, then what the pairing found worth saying; one sentence each.
     pub notes: Vec<String>,
+    /// The estimator's own verdict on the GPU, as it printed it.
+    pub estimator_fit: EstimatorFit,
+}
+
+/// The estimator's STATUS and headroom as it printed them: its TOTAL before any correction, so
+/// that they are its own verdict (memprints' own is the rank's `status` and `headroom_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
+pub struct EstimatorFit {
+    /// Its `STATUS:` line; `None` when its output has none.
+    pub status: Option<crate::figures::Status>,
+    /// Its TOTAL at the peak (model tensors, non-PyTorch and fragmentation), bytes.
+    pub total_bytes: i64,
+    /// The GPU capacity it judged against (`--gpu-memory-gb`), bytes.
+    pub capacity_bytes: i64,
+    /// The capacity minus the TOTAL, bytes.
+    pub headroom_bytes: i64,
 }
 
 fn gib(bytes: i64) -> String {
@@ -264,6 +280,12 @@ pub fn compare(estimate: &Estimate, measured: &Measured, tolerance: Tolerance) -
     // The peak is the prints' own (the report's, where the snapshot's owners were read); the
     // corrections change its figures, not which print it is.
     let peak_at = measured.peak().map(|p| p.point);
+    let estimator_fit = EstimatorFit {
+        status: estimate.status,
+        total_bytes: estimate.total_at_peak,
+        capacity_bytes: estimate.gpu_memory,
+        headroom_bytes: estimate.gpu_memory - estimate.total_at_peak,
+    };
     let (estimate, measured, corrections) = correct(estimate, measured);
     let (estimate, measured) = (&estimate, &measured);
     let peak = measured.pipeline.iter().find(|p| Some(p.point) == peak_at);
@@ -295,6 +317,7 @@ pub fn compare(estimate: &Estimate, measured: &Measured, tolerance: Tolerance) -
         verdict,
         corrections,
         notes,
+        estimator_fit,
     }
 }
 

@@ -29,7 +29,7 @@ pub enum Source {
 }
 
 /// The estimator's OK/TIGHT/OOM against the GPU capacity it was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Status {
     /// `STATUS: OK`: the peak TOTAL leaves at least 5 % of the GPU free.

@@ -120,13 +120,20 @@ fn section(
         return out;
     };
     out.tree = Some(tree.display().to_string());
-    let settings = match RunSettings::resolve(logged, &opts.overrides, &tree) {
+    let mut settings = match RunSettings::resolve(logged, &opts.overrides, &tree) {
         Ok(s) => s,
         Err(e) => {
             out.error = Some(e.to_string());
             return out;
         }
     };
+    // The estimator judges OK/TIGHT/OOM against the GPU the report knows (its "GB" are GiB),
+    // not its default of 80, so that its STATUS stands beside the report's own.
+    settings.gpu_memory_gib = profiled
+        .values()
+        .filter_map(|r| r.capacity.map(|c| c.bytes))
+        .min()
+        .map(|bytes| bytes as f64 / f64::from(1 << 30));
     let mut options = EstimatorOptions::new(&tree);
     if let Some(python) = &opts.python {
         options.python = python.clone();

@@ -101,6 +101,7 @@ def main():
     parser.add_argument("--global-batch-size", type=int, required=True)
     parser.add_argument("--sequence-length", type=int, required=True)
     parser.add_argument("--pp-rank", type=int, default=0)
+    parser.add_argument("--gpu-memory-gb", type=float, default=None)
     args, _ = parser.parse_known_args()
     recorded = json.loads(RECORDED.read_text())
     rank = next((r for r in recorded["ranks"] if r["pp_rank"] == args.pp_rank), None)
@@ -136,14 +137,21 @@ def main():
         global_batch_size=par["global_batch_size"],
         sequence_length=par["sequence_length"],
     )
+    # A capacity given is judged as the estimator does: OOM over it, TIGHT under 5 % free.
+    status = rank["status"]
+    gpu_memory_gb = rank["gpu_memory_bytes"] / 1024**3
+    if args.gpu_memory_gb is not None:
+        gpu_memory_gb = args.gpu_memory_gb
+        free = gpu_memory_gb * 1024**3 - rank["peak_total_bytes"]
+        status = "OOM" if free < 0 else "TIGHT" if free < 0.05 * gpu_memory_gb * 1024**3 else "OK"
     run_estimate(
         model_cfg=model,
         parallel_cfg=parallel,
-        gpu_memory_gb=rank["gpu_memory_bytes"] / 1024**3,
+        gpu_memory_gb=gpu_memory_gb,
         recorded=rank,
     )
-    if rank["status"]:
-        print(f"STATUS: {rank['status']}")
+    if status:
+        print(f"STATUS: {status}")
 
 
 if __name__ == "__main__":

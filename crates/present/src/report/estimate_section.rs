@@ -8,10 +8,11 @@
 
 use crate::numbers::{gib, signed_gib};
 use crate::table::Table;
-use memprints_estimate::compare::{Component, Direction, Pair};
+use memprints_estimate::compare::{Component, Direction, EstimatorFit, Pair};
 use memprints_estimate::corrections::{Correction, DYNAMIC_AT_PEAK, NON_PYTORCH, PEAK, Side};
+use memprints_estimate::figures::Status;
 use memprints_log::estimate_section::{EstimateSection, RankEstimate};
-use memprints_log::schema::Run;
+use memprints_log::schema::{RankReport, Run};
 
 use super::block::{Block, NOT_APPLICABLE, NOT_MEASURED, Tone};
 
@@ -35,8 +36,36 @@ pub fn render(run: &Run, out: &mut Vec<Block>) {
     }
     out.push(Block::Text(settings_line(section)));
     for rank in &section.ranks {
-        rank_blocks(rank, out);
+        let ours = run.ranks.iter().find(|r| r.rank == rank.rank);
+        rank_blocks(rank, ours, out);
     }
+}
+
+/// The estimator's STATUS and headroom beside the report's own for the same rank.
+fn fit_line(fit: &EstimatorFit, ours: Option<&RankReport>) -> String {
+    let status = match fit.status {
+        Some(Status::Ok) => "STATUS: OK",
+        Some(Status::Tight) => "STATUS: TIGHT",
+        Some(Status::Oom) => "STATUS: OOM",
+        None => "no STATUS line",
+    };
+    let theirs = format!(
+        "PithTrain's estimator says {status}: TOTAL {} of {} (headroom {})",
+        gib_unit(fit.total_bytes),
+        gib_unit(fit.capacity_bytes),
+        signed_gib_unit(fit.headroom_bytes)
+    );
+    let ours = match ours.and_then(|r| Some((r.status?, r.capacity?, r.headroom_bytes?))) {
+        Some((status, capacity, headroom)) => format!(
+            "memprints: {} at the prints' peak, {} of {} (headroom {})",
+            super::doc::fit_word(status),
+            gib_unit(capacity.bytes - headroom),
+            gib_unit(capacity.bytes),
+            signed_gib_unit(headroom)
+        ),
+        None => "memprints: no capacity known (pass --gpu-memory GIB)".to_owned(),
+    };
+    format!("Fit: {theirs}; {ours}.")
 }
 
 fn settings_line(section: &EstimateSection) -> String {
@@ -115,7 +144,7 @@ const PAIR_COLUMNS: [(&str, bool); 5] = [
     ("off", false),
 ];
 
-fn rank_blocks(r: &RankEstimate, out: &mut Vec<Block>) {
+fn rank_blocks(r: &RankEstimate, ours: Option<&RankReport>, out: &mut Vec<Block>) {
     let c = &r.comparison;
     out.push(Block::Heading {
         level: 3,
@@ -138,6 +167,7 @@ fn rank_blocks(r: &RankEstimate, out: &mut Vec<Block>) {
             .estimated_bytes
             .map_or_else(|| NOT_ESTIMATED.to_owned(), gib),
     )));
+    out.push(Block::Text(fit_line(&c.estimator_fit, ours)));
     for correction in &c.corrections {
         out.push(correction_block(correction));
     }
