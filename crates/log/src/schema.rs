@@ -1095,10 +1095,11 @@ pub struct Component {
     /// `weights`, `other_static`, `gradients`, `optimizer_state`, `activations`,
     /// `unattributed`, `allocator_reserve`, `non_pytorch`.
     pub name: &'static str,
-    /// At the run's own settings.
-    pub measured_bytes: i64,
-    /// At the other settings.
-    pub predicted_bytes: i64,
+    /// At the run's own settings; `None` when the log does not measure it (the unattributed
+    /// part holds its bytes).
+    pub measured_bytes: Option<i64>,
+    /// At the other settings; `None` when not measured.
+    pub predicted_bytes: Option<i64>,
     /// How it scales.
     pub rule: String,
     /// Where the measured figure comes from.

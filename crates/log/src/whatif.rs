@@ -233,14 +233,14 @@ pub struct RankMeasure {
     pub rank: u32,
     /// Its pipeline stage.
     pub pp: Option<u32>,
-    /// Sharded weights after setup.
-    pub weights: i64,
+    /// Sharded weights after setup; `None` without a `setup_model` print.
+    pub weights: Option<i64>,
     /// The rest of the static memory.
     pub other_static: i64,
-    /// Gradients held at the peak.
-    pub gradients: i64,
-    /// Optimizer state, and where it comes from.
-    pub optimizer: (i64, &'static str),
+    /// Gradients held at the peak; `None` when the pass printed no `After Step8`.
+    pub gradients: Option<i64>,
+    /// Optimizer state, and where it comes from; `None` when neither measured nor estimated.
+    pub optimizer: (Option<i64>, &'static str),
     /// Activations in flight at the peak.
     pub activations: i64,
     /// Of the saved bytes, the share shaped by tokens; `None` without saved-tensor prints.
@@ -258,12 +258,13 @@ pub struct RankMeasure {
 }
 
 impl RankMeasure {
-    /// The steady-state peak: the parts in the peak.
+    /// The steady-state peak: the parts in the peak (a part not measured adds nothing; the
+    /// unattributed part holds it).
     pub fn peak(&self) -> i64 {
-        self.weights
+        self.weights.unwrap_or(0)
             + self.other_static
-            + self.gradients
-            + self.optimizer.0
+            + self.gradients.unwrap_or(0)
+            + self.optimizer.0.unwrap_or(0)
             + self.activations
             + self.unattributed
     }
@@ -290,24 +291,28 @@ pub fn measure(run: &Run, config: Option<&LoggedConfig>) -> Vec<RankMeasure> {
         // Every rank holds optimizer state from step 2 on; without a checkpoint print it is
         // estimated from the optimizer the config names.
         let rule = config.and_then(|c| optimizer_rule(c.optimizer.as_deref()));
-        for m in out.iter_mut().filter(|m| m.optimizer.0 == 0) {
-            if let Some((factor, from)) = rule {
-                m.optimizer = (scale(m.weights, factor), from);
+        for m in out.iter_mut().filter(|m| m.optimizer.0.is_none()) {
+            if let (Some((factor, from)), Some(weights)) = (rule, m.weights) {
+                m.optimizer = (Some(scale(weights, factor)), from);
             }
         }
         let m = &mut out[top];
-        if m.optimizer.0 == 0
+        if m.optimizer.0.is_none()
             && let Some(step1) = step1
         {
             m.optimizer = (
-                (steady - step1).max(0),
+                Some((steady - step1).max(0)),
                 "the steady-state peak minus step 1's (step lines)",
             );
         }
         // An estimate is never more than the steady-state peak leaves for it.
-        let room = steady - (m.peak() - m.optimizer.0);
-        if rule.is_some_and(|(_, from)| from == m.optimizer.1) && m.optimizer.0 > room.max(0) {
-            m.optimizer = (room.max(0), OPTIMIZER_CAPPED);
+        if let Some(estimate) = m.optimizer.0
+            && rule.is_some_and(|(_, from)| from == m.optimizer.1)
+        {
+            let room = (steady - (m.peak() - estimate)).max(0);
+            if estimate > room {
+                m.optimizer = (Some(room), OPTIMIZER_CAPPED);
+            }
         }
         m.unattributed = steady - m.peak();
         let unattributed = m.unattributed;
@@ -374,20 +379,19 @@ fn measure_rank(r: &RankReport, tokens: Option<(u64, u64)>) -> Option<RankMeasur
         .iter()
         .find(|p| p.pass == pass)
         .and_then(|p| Some(p.end_allocated? - p.before_pipeline?))
-        .unwrap_or(0)
-        .clamp(0, b.activations);
+        .map(|g| g.clamp(0, b.activations.max(0)));
     let saved: Vec<&SavedGroup> = r.saved_tensors.iter().filter(|g| g.pass == pass).collect();
     Some(RankMeasure {
         rank: r.rank,
         pp: r.pp,
-        weights: b.weights.unwrap_or(0),
+        weights: b.weights,
         other_static: b.other_static,
         gradients,
         optimizer: match b.optimizer_state {
-            Some(o) => (o, "the checkpoint load's print"),
-            None => (0, "not measured (no checkpoint load, no step lines ≥ 2)"),
+            Some(o) => (Some(o), "the checkpoint load's print"),
+            None => (None, "no checkpoint load, no step lines ≥ 2"),
         },
-        activations: b.activations - gradients,
+        activations: b.activations - gradients.unwrap_or(0),
         token_share: token_share(&saved, tokens),
         unattributed: 0,
         peak_from: "the prints' peak (no step line of a step ≥ 2)".to_owned(),
@@ -463,12 +467,17 @@ pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
                  (2pp+1)/(2pp) micro-batch stages in flight per layer (DualPipeV)"
             .to_owned(),
     };
-    let part = |name, bytes, factor: f64, rule: &str, from: &str| Component {
+    // A part not measured is said so (`None` both sides, "not measured" in its source), never
+    // shown as 0; the unattributed part holds its bytes.
+    let part = |name, bytes: Option<i64>, factor: f64, rule: &str, from: &str| Component {
         name,
         measured_bytes: bytes,
-        predicted_bytes: scale(bytes, factor),
+        predicted_bytes: bytes.map(|b| scale(b, factor)),
         rule: rule.to_owned(),
-        measured_from: from.to_owned(),
+        measured_from: match bytes {
+            Some(_) => from.to_owned(),
+            None => format!("not measured ({from})"),
+        },
         in_peak: true,
     };
     let mut components = vec![
@@ -481,7 +490,7 @@ pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
         ),
         part(
             "other_static",
-            m.other_static,
+            Some(m.other_static),
             1.0,
             "fixed",
             "Before pipeline minus the weights",
@@ -502,7 +511,7 @@ pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
         ),
         part(
             "activations",
-            m.activations,
+            Some(m.activations),
             activations,
             &act_rule,
             "the prints' peak minus Before pipeline, less the gradients",
@@ -511,12 +520,12 @@ pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
     components.push(unattributed(m, &components, held));
     let peak = Figure {
         measured_bytes: m.peak(),
-        predicted_bytes: components.iter().map(|c| c.predicted_bytes).sum(),
+        predicted_bytes: components.iter().filter_map(|c| c.predicted_bytes).sum(),
     };
     components.push(Component {
         name: "allocator_reserve",
-        measured_bytes: scale(peak.measured_bytes, m.reserve_fraction),
-        predicted_bytes: scale(peak.predicted_bytes, m.reserve_fraction),
+        measured_bytes: Some(scale(peak.measured_bytes, m.reserve_fraction)),
+        predicted_bytes: Some(scale(peak.predicted_bytes, m.reserve_fraction)),
         rule: format!(
             "kept at {:.1}% of the peak (its share at the prints' peak)",
             m.reserve_fraction * 100.0
@@ -526,15 +535,15 @@ pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
     });
     components.push(Component {
         name: "non_pytorch",
-        measured_bytes: m.non_pytorch,
-        predicted_bytes: m.non_pytorch,
+        measured_bytes: Some(m.non_pytorch),
+        predicted_bytes: Some(m.non_pytorch),
         rule: "fixed (CUDA context, NCCL)".to_owned(),
         measured_from: "non-pt= at the prints' peak".to_owned(),
         in_peak: false,
     });
     let device = Figure {
-        measured_bytes: components.iter().map(|c| c.measured_bytes).sum(),
-        predicted_bytes: components.iter().map(|c| c.predicted_bytes).sum(),
+        measured_bytes: components.iter().filter_map(|c| c.measured_bytes).sum(),
+        predicted_bytes: components.iter().filter_map(|c| c.predicted_bytes).sum(),
     };
     let predicted_headroom_bytes = m.capacity.map(|c| c - device.predicted_bytes);
     RankWhatIf {
@@ -559,8 +568,8 @@ pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
 /// phases. A negative part (a peak below the parts, on a rank other than the step lines') stays
 /// fixed.
 fn unattributed(m: &RankMeasure, pipeline: &[Component], held: f64) -> Component {
-    let measured: i64 = pipeline.iter().map(|c| c.measured_bytes).sum();
-    let predicted: i64 = pipeline.iter().map(|c| c.predicted_bytes).sum();
+    let measured: i64 = pipeline.iter().filter_map(|c| c.measured_bytes).sum();
+    let predicted: i64 = pipeline.iter().filter_map(|c| c.predicted_bytes).sum();
     let (bytes, rule) = if m.unattributed >= 0 {
         let step = measured + m.unattributed;
         let step_predicted = m.other_static + scale(step - m.other_static, held);
@@ -579,8 +588,8 @@ fn unattributed(m: &RankMeasure, pipeline: &[Component], held: f64) -> Component
     };
     Component {
         name: "unattributed",
-        measured_bytes: m.unattributed,
-        predicted_bytes: bytes,
+        measured_bytes: Some(m.unattributed),
+        predicted_bytes: Some(bytes),
         rule: rule.to_owned(),
         measured_from: "the steady-state peak minus the parts above".to_owned(),
         in_peak: true,
@@ -709,7 +718,7 @@ pub fn what_to_change(run: &Run, config: Option<&LoggedConfig>) -> Option<WhatTo
                 } else if p
                     .components
                     .iter()
-                    .any(|c| c.name == "unattributed" && c.predicted_bytes > 0)
+                    .any(|c| c.name == "unattributed" && c.predicted_bytes > Some(0))
                 {
                     not_offered.push(format!(
                         "{action}: saves nothing, the steady-state peak stays the optimizer \
@@ -774,7 +783,8 @@ pub fn what_to_change(run: &Run, config: Option<&LoggedConfig>) -> Option<WhatTo
         .components
         .iter()
         .find(|c| c.name == "allocator_reserve")
-        .map_or(0, |c| c.measured_bytes);
+        .and_then(|c| c.measured_bytes)
+        .unwrap_or(0);
     if reserve >= 256 << 20 && reserve * 20 >= now.device.measured_bytes {
         actions.push(Action {
             action: "let the allocator grow segments instead of reserving new ones".to_owned(),
@@ -1024,7 +1034,7 @@ mod tests {
             .components
             .iter()
             .filter(|c| c.in_peak)
-            .map(|c| c.measured_bytes)
+            .filter_map(|c| c.measured_bytes)
             .sum();
         assert_eq!(in_peak, steady);
     }
@@ -1043,10 +1053,10 @@ mod tests {
         RankMeasure {
             rank: 0,
             pp: Some(0),
-            weights: 1000,
+            weights: Some(1000),
             other_static: 10,
-            gradients: 2000,
-            optimizer: (4000, "test"),
+            gradients: Some(2000),
+            optimizer: (Some(4000), "test"),
             activations,
             token_share: share,
             unattributed: 100,
@@ -1074,6 +1084,7 @@ mod tests {
             .find(|c| c.name == name)
             .unwrap()
             .predicted_bytes
+            .unwrap()
     }
 
     #[test]
@@ -1098,6 +1109,29 @@ mod tests {
         assert_eq!(predicted(&cp2, "activations"), 2_500 + 7_500 / 2);
         let gbs = predict(&m, &from, &from.with(&[change("global-batch-size=64")]));
         assert_eq!(gbs.peak.predicted_bytes, gbs.peak.measured_bytes);
+    }
+
+    #[test]
+    fn a_part_the_log_does_not_measure_is_said_so_never_zero() {
+        let mut m = measure_of(10_000, Some(1.0));
+        m.weights = None;
+        m.optimizer = (None, "no checkpoint load, no step lines ≥ 2");
+        let p = predict(&m, &settings(), &settings().with(&[change("pp=2")]));
+        for name in ["weights", "optimizer_state"] {
+            let c = p.components.iter().find(|c| c.name == name).unwrap();
+            assert_eq!(
+                (c.measured_bytes, c.predicted_bytes),
+                (None, None),
+                "{name}"
+            );
+            assert!(
+                c.measured_from.starts_with("not measured ("),
+                "{}",
+                c.measured_from
+            );
+        }
+        // The peak is the parts measured: 10 + 2000 + 10,000 + 100.
+        assert_eq!(p.peak.measured_bytes, 12_110);
     }
 
     #[test]

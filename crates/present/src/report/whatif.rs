@@ -11,7 +11,7 @@ use crate::table::Table;
 use memprints_log::schema::Run;
 use memprints_log::whatif::{Action, Settings, WhatIfSection};
 
-use super::block::{Block, Tone};
+use super::block::{Block, NOT_MEASURED, Tone};
 
 /// `1.25 GiB`.
 fn gib_unit(bytes: i64) -> String {
@@ -160,8 +160,10 @@ pub fn what_if_section(run: &Run, out: &mut Vec<Block>) {
             };
             table.rows.push(vec![
                 name,
-                gib_unit(c.measured_bytes),
-                gib_unit(c.predicted_bytes),
+                c.measured_bytes
+                    .map_or_else(|| NOT_MEASURED.to_owned(), gib_unit),
+                c.predicted_bytes
+                    .map_or_else(|| NOT_MEASURED.to_owned(), gib_unit),
                 c.rule.clone(),
                 c.measured_from.clone(),
             ]);
