@@ -852,3 +852,46 @@ fn the_estimators_status_and_headroom_stand_beside_the_reports_own() {
         );
     }
 }
+
+/// A resumed run whose tree printed no `load_ckpt` (instrumented before that print existed,
+/// or by hand): PithTrain's own `Load checkpoint:` line says it resumed, so the estimator's
+/// optimizer state is not taken out as for a run from scratch; the report says why.
+#[test]
+fn a_resumed_run_without_its_load_print_keeps_the_estimators_optimizer_state() {
+    let tree = fake_tree("qwen3-tiny-pp1");
+    let config = config("qwen3-moe-tiny.json");
+    let text = fs::read_to_string(root().join(E2E).join("qwen3-tiny-pp1-resume.log")).unwrap();
+    assert!(text.contains("| INFO | Load checkpoint: "));
+    let dir = tempfile::tempdir().unwrap();
+    let unprinted = dir.path().join("resume-without-load-ckpt.log");
+    let kept: Vec<&str> = text.lines().filter(|l| !l.contains("load_ckpt")).collect();
+    fs::write(&unprinted, kept.join("\n") + "\n").unwrap();
+    let corrections_of = |log: &Path| {
+        let args = estimate_args(log.to_str().unwrap(), tree.path(), &config);
+        json(root(), &args)["runs"][0]["estimate"]["ranks"][0]["corrections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["mismatch"] == "optimizer_state")
+            .cloned()
+    };
+    let optimizer = corrections_of(&unprinted).expect("the optimizer state is named");
+    assert_eq!(optimizer["applied"], false, "{optimizer}");
+    assert!(
+        optimizer["why"]
+            .as_str()
+            .unwrap()
+            .contains("loaded a checkpoint (Load checkpoint:)"),
+        "{optimizer}"
+    );
+    // A run from scratch (the same lines without PithTrain's load line) still gets it out.
+    let scratch = dir.path().join("scratch.log");
+    let fresh: Vec<&str> = kept
+        .iter()
+        .copied()
+        .filter(|l| !l.contains("Load checkpoint"))
+        .collect();
+    fs::write(&scratch, fresh.join("\n") + "\n").unwrap();
+    let optimizer = corrections_of(&scratch).expect("the optimizer state is corrected");
+    assert_eq!(optimizer["applied"], true, "{optimizer}");
+}

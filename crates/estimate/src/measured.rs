@@ -39,6 +39,9 @@ pub struct Measured {
     pub params_after_setup: Option<i64>,
     /// `load_ckpt | optimizer state:`; `None` when no checkpoint was loaded.
     pub optimizer_state: Option<i64>,
+    /// PithTrain's own `Load checkpoint: <path>` line is in the run's log: the run resumed,
+    /// whether or not a `load_ckpt` print measured what it loaded.
+    pub resumed: bool,
     /// The first complete saved-tensors group of each layer stage, in print order.
     pub saved_tensors: Vec<MeasuredSaved>,
     /// The cuBLAS/cuBLASLt workspace held at the peak, bytes, as the rank's memory snapshot

@@ -72,11 +72,12 @@ pub fn attach(report: &mut Report, opts: &EstimateOptions) {
     let logs = read_logs(report);
     for n in 0..report.runs.len() {
         let logged = logged_config(report, n, &logs);
+        let resumed = resumed(report, n, &logs);
         let named_tree = report.runs[n]
             .sources
             .iter()
             .find_map(|s| logs.get(s).and_then(|l| l.named_tree.clone()));
-        let section = section(&report.runs[n], logged.as_ref(), named_tree, opts);
+        let section = section(&report.runs[n], logged.as_ref(), resumed, named_tree, opts);
         report.runs[n].estimate = Some(section);
     }
 }
@@ -84,6 +85,7 @@ pub fn attach(report: &mut Report, opts: &EstimateOptions) {
 fn section(
     run: &Run,
     logged: Option<&LoggedConfig>,
+    resumed: bool,
     named_tree: Option<PathBuf>,
     opts: &EstimateOptions,
 ) -> EstimateSection {
@@ -150,7 +152,14 @@ fn section(
                 };
                 out.ranks.push(RankEstimate {
                     rank: rank.rank,
-                    comparison: compare(e, &measured(rank, e.pp_rank), opts.tolerance),
+                    comparison: compare(
+                        e,
+                        &Measured {
+                            resumed,
+                            ..measured(rank, e.pp_rank)
+                        },
+                        opts.tolerance,
+                    ),
                 });
             }
         }
@@ -228,6 +237,8 @@ pub fn measured(rank: &RankReport, pp_rank: u32) -> Measured {
         pipeline,
         params_after_setup,
         optimizer_state: rank.checkpoint.as_ref().map(|c| c.optimizer_state),
+        // Whether the run resumed is the log's, not the rank's: set by the caller.
+        resumed: false,
         saved_tensors,
         cublas_workspace,
         workspace_from: owners.and_then(|o| o.snapshot.clone()),
@@ -238,6 +249,9 @@ pub fn measured(rank: &RankReport, pp_rank: u32) -> Measured {
 #[derive(Default)]
 struct LogFacts {
     configs: Vec<LoggedConfig>,
+    /// Per launch (its config line's index; 0 before any), whether PithTrain's own
+    /// `Load checkpoint: <path>` line follows it.
+    resumed: Vec<bool>,
     named_tree: Option<PathBuf>,
 }
 
@@ -260,6 +274,13 @@ fn read_logs(report: &Report) -> BTreeMap<String, LogFacts> {
                 {
                     facts.configs.push(config);
                 }
+                if text.contains("| Load checkpoint: ") && !text.contains("Elapsed") {
+                    let launch = facts.configs.len().saturating_sub(1);
+                    facts
+                        .resumed
+                        .resize(facts.resumed.len().max(launch + 1), false);
+                    facts.resumed[launch] = true;
+                }
                 if facts.named_tree.is_none() && text.contains("/pithtrain/") {
                     facts.named_tree = TREE_PATH.captures_iter(&text).find_map(|c| {
                         let tree = PathBuf::from(&c[1]);
@@ -274,12 +295,14 @@ fn read_logs(report: &Report) -> BTreeMap<String, LogFacts> {
     out
 }
 
-/// The config line of run `n` (see the module doc).
-fn logged_config(
+/// The log and the launch in it that run `n` is (see the module doc): the k-th launch of its
+/// first source when it is that source's k-th run, else the first launch of any of its
+/// sources with a config line.
+fn launch_of<'a>(
     report: &Report,
     n: usize,
-    logs: &BTreeMap<String, LogFacts>,
-) -> Option<LoggedConfig> {
+    logs: &'a BTreeMap<String, LogFacts>,
+) -> Option<(&'a LogFacts, usize)> {
     let run = &report.runs[n];
     let first = run.sources.first()?;
     let earlier = report.runs[..n]
@@ -287,13 +310,35 @@ fn logged_config(
         .filter(|r| r.sources.first() == Some(first))
         .count();
     logs.get(first)
-        .and_then(|l| l.configs.get(earlier))
+        .filter(|l| earlier < l.configs.len())
+        .map(|l| (l, earlier))
         .or_else(|| {
             run.sources
                 .iter()
-                .find_map(|s| logs.get(s).and_then(|l| l.configs.first()))
+                .find_map(|s| logs.get(s).filter(|l| !l.configs.is_empty()))
+                .map(|l| (l, 0))
         })
-        .cloned()
+}
+
+/// The config line of run `n`.
+fn logged_config(
+    report: &Report,
+    n: usize,
+    logs: &BTreeMap<String, LogFacts>,
+) -> Option<LoggedConfig> {
+    launch_of(report, n, logs).map(|(l, k)| l.configs[k].clone())
+}
+
+/// Whether run `n`'s launch loaded a checkpoint (PithTrain's `Load checkpoint:` line); a log
+/// without config lines counts its line for its one run.
+fn resumed(report: &Report, n: usize, logs: &BTreeMap<String, LogFacts>) -> bool {
+    match launch_of(report, n, logs) {
+        Some((l, k)) => l.resumed.get(k).copied().unwrap_or(false),
+        None => report.runs[n]
+            .sources
+            .iter()
+            .any(|s| logs.get(s).is_some_and(|l| l.resumed.iter().any(|&r| r))),
+    }
 }
 
 /// The first directory at or above `dir` that holds the `pithtrain` package.
