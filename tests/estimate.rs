@@ -289,6 +289,7 @@ fn qwen3_tiny_measured() -> Measured {
         ),
         params_after_setup: Some(gib("0.02")),
         optimizer_state: None,
+        resumed: false,
         saved_tensors: saved(
             &log,
             &[
@@ -401,6 +402,7 @@ fn the_deepseek_v2_tiny_run_against_its_estimate() {
         ),
         params_after_setup: Some(gib("0.03")),
         optimizer_state: None,
+        resumed: false,
         saved_tensors: saved(&log, &[(2, 1, "10.6"), (2, 3, "5.9"), (2, 5, "1.0")]),
         cublas_workspace: None,
         workspace_from: None,
