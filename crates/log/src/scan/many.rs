@@ -161,8 +161,18 @@ pub fn scan_files<T: Send, E>(
     also: impl Fn(&std::path::Path, &Collected) -> T + Sync,
     fold: impl FnMut(usize, Scanned<T>) -> Result<(), E>,
 ) -> Result<(), E> {
+    each_file(files, |path| scan_one(path, &also), fold)
+}
+
+/// Runs `work` on each of `files` on all cores and calls `fold(index, result)` for each, in
+/// input order, with the bound and the stop of [`scan_files`].
+pub fn each_file<T: Send, E>(
+    files: &[PathBuf],
+    work: impl Fn(&std::path::Path) -> T + Sync,
+    fold: impl FnMut(usize, T) -> Result<(), E>,
+) -> Result<(), E> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let work = |i: usize| scan_one(&files[i], &also);
+    let work = |i: usize| work(&files[i]);
     super::ordered::ordered(files.len(), workers, AHEAD, work, fold)
 }
 
