@@ -329,11 +329,19 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
 /// Each snapshot a rank of a run printed, with the file found for it (or why none was).
 fn printed_snapshots(report: &Report) -> Vec<Wanted> {
     let mut out = Vec::new();
+    let printed: Vec<(&Path, &Path)> = report
+        .runs
+        .iter()
+        .flat_map(|run| &run.ranks)
+        .flat_map(|rank| &rank.snapshots)
+        .map(|s| (Path::new(&s.path), Path::new(&report.inputs[s.source])))
+        .collect();
+    let mut located = locate_all(&printed).into_iter();
     for (n, run) in report.runs.iter().enumerate() {
         for rank in &run.ranks {
             for s in &rank.snapshots {
                 let log = Path::new(&report.inputs[s.source]);
-                let found = locate(Path::new(&s.path), log);
+                let found = located.next().expect("one place per snapshot");
                 let error = found.is_none().then(|| {
                     format!(
                         "not found: neither {} nor a file of its name beside {} (pass it with \
@@ -638,6 +646,34 @@ fn claim_by_the_last_run(wanted: &mut [Wanted]) {
     }
 }
 
+/// [`locate`] of each `(printed, log)` pair, in order, on all cores: a run of thousands of
+/// ranks names thousands of snapshots, each up to nine file look-ups when it is not there.
+fn locate_all(printed: &[(&Path, &Path)]) -> Vec<Option<PathBuf>> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Below this a thread costs more than the look-ups it takes over.
+    const PER_THREAD: usize = 64;
+    let piece = printed.len().div_ceil(workers).max(PER_THREAD);
+    if printed.len() <= piece {
+        return printed.iter().map(|(p, log)| locate(p, log)).collect();
+    }
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = printed
+            .chunks(piece)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|(p, log)| locate(p, log))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().expect("a look-up thread panicked"))
+            .collect()
+    })
+}
+
 /// Where the snapshot a log printed as `printed` lies (see the module doc).
 fn locate(printed: &Path, log: &Path) -> Option<PathBuf> {
     let folder = log.parent().unwrap_or(Path::new(""));
@@ -720,6 +756,34 @@ fn fill(view: &mut SnapshotView, report: &memprints_snapshot::SnapshotReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshots_are_located_on_all_cores_as_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("rank.log");
+        // Every third one is there, beside the log, plain or compressed.
+        let printed: Vec<PathBuf> = (0..300)
+            .map(|i| {
+                let name = format!("/gone/memory_snapshot_rank{i}_step0.pickle");
+                match i % 6 {
+                    0 => std::fs::write(dir.path().join(&name[6..]), b"x").unwrap(),
+                    3 => {
+                        std::fs::write(dir.path().join(format!("{}.gz", &name[6..])), b"x").unwrap()
+                    }
+                    _ => {}
+                }
+                PathBuf::from(name)
+            })
+            .collect();
+        let pairs: Vec<(&Path, &Path)> = printed
+            .iter()
+            .map(|p| (p.as_path(), log.as_path()))
+            .collect();
+        let one_by_one: Vec<Option<PathBuf>> =
+            pairs.iter().map(|(p, log)| locate(p, log)).collect();
+        assert_eq!(one_by_one.iter().flatten().count(), 100);
+        assert_eq!(locate_all(&pairs), one_by_one);
+    }
 
     /// A report of `n` runs, named `run0`.., without step lines or crashes.
     fn runs(n: usize) -> Report {
