@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use crate::error::ReportError;
 use crate::fold::ReportBuilder;
-use crate::fold::intern::Interner;
 use crate::scan::inputs::{self, NulSkipped};
 use crate::scan::{Item, Mode, OOM_BIT, ScanCounts, Sink, lines, many};
 use crate::schema::SkippedInput;
@@ -78,7 +77,7 @@ fn fold_one(path: &Path, only: &Option<BTreeSet<u32>>) -> io::Result<Option<File
         let ended_badly = exception.is_some();
         builder.end_source_with(exception);
         // Closing lets go of the builder's hold on the text: its buffer serves the next file.
-        INTERNER.with(|interner| builder.close_ranks(interner));
+        builder.close_ranks();
         SPARE.set(Arc::try_unwrap(text).ok());
         (
             builder,
@@ -99,7 +98,7 @@ fn fold_one(path: &Path, only: &Option<BTreeSet<u32>>) -> io::Result<Option<File
         let exception = crash::last_exception(reader.tail());
         let ended_badly = exception.is_some();
         builder.end_source_with(exception);
-        INTERNER.with(|interner| builder.close_ranks(interner));
+        builder.close_ranks();
         (builder, launches, counts, nuls.get(), ended_badly)
     };
     let configs = if may_hold_configs(launches, steps, oom, ended_badly) {
@@ -120,9 +119,6 @@ fn fold_one(path: &Path, only: &Option<BTreeSet<u32>>) -> io::Result<Option<File
 const WHOLE_MAX: u64 = 16 << 20;
 
 thread_local! {
-    /// What the worker's closed ranks share ([`crate::fold::intern`]): one per worker, so that
-    /// no worker waits on another's lock, and none on the thread that merges.
-    static INTERNER: Interner = Interner::default();
     /// The buffer of the thread's last file read whole ([`plain_text`]): a worker that reads
     /// file after file faults its pages in once. (Mapping each file instead costs more: every
     /// map and unmap takes the process's map lock, which the other workers' faults wait on.)

@@ -280,13 +280,25 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
     let (local, utc) = (spans(&report.runs, true), spans(&report.runs, false));
     pair_by_time(report, &mut wanted, &times_of(&loaded), &local, &utc);
     claim_by_the_last_run(&mut wanted);
+    // Each run's first report of each rank: a run of thousands of ranks names as many
+    // snapshots, and looking each rank up along the ranks cost milliseconds.
+    let first_of_rank: Vec<BTreeMap<u32, usize>> = report
+        .runs
+        .iter()
+        .map(|run| {
+            let mut first = BTreeMap::new();
+            for (i, r) in run.ranks.iter().enumerate() {
+                first.entry(r.rank).or_insert(i);
+            }
+            first
+        })
+        .collect();
     for w in wanted {
         let run = &mut report.runs[w.run];
         let prints_peak = w.rank.and_then(|rank| {
-            run.ranks
-                .iter()
-                .find(|r| r.rank == rank)
-                .and_then(|r| r.peak.as_ref())
+            first_of_rank[w.run]
+                .get(&rank)
+                .and_then(|&i| run.ranks[i].peak.as_ref())
                 .map(|p| p.allocated)
         });
         let mut view = SnapshotView {

@@ -169,6 +169,8 @@ fn report(
     }
     let configs = (files.len() > 1).then_some(configs);
     let mut report = builder.finish(read);
+    // The passes are all read: this thread's shared copies of their text stay in the report.
+    fold::intern::release_thread_copies();
     report.skipped = skipped;
     report.notes = notes;
     headroom::attach(&mut report, opts.gpu_memory);

@@ -3,8 +3,12 @@
 //! of 10,000 ranks holds every rank's report until it is written.
 //!
 //! Contract: [`Interner::rank`] replaces each shared field of a closed rank's report by the one
-//! copy of its value, keeping what it says; it may run on many threads at once.
+//! copy of its value, keeping what it says; it may run on many threads at once. [`text`] and
+//! [`shape`] hand out the calling thread's copy of a value as the passes are read (no copy made
+//! and freed again for every probe and tensor), until [`release_thread_copies`]: a thread that
+//! reads a report's passes lets go of them when the report is made, and a worker's go with it.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -65,6 +69,40 @@ impl Quick {
     }
 }
 
+thread_local! {
+    /// The calling thread's copies ([`text`], [`shape`]).
+    static COPIES: RefCell<(Set<str>, Set<[u64]>)> = RefCell::default();
+}
+
+/// The calling thread's shared copy of `value`.
+pub fn text(value: &str) -> Arc<str> {
+    COPIES.with_borrow_mut(|(text, _)| match text.get(value) {
+        Some(kept) => Arc::clone(kept),
+        None => {
+            let kept: Arc<str> = value.into();
+            text.insert(Arc::clone(&kept));
+            kept
+        }
+    })
+}
+
+/// The calling thread's shared copy of `dims`.
+pub fn shape(dims: &[u64]) -> Arc<[u64]> {
+    COPIES.with_borrow_mut(|(_, shapes)| match shapes.get(dims) {
+        Some(kept) => Arc::clone(kept),
+        None => {
+            let kept: Arc<[u64]> = dims.into();
+            shapes.insert(Arc::clone(&kept));
+            kept
+        }
+    })
+}
+
+/// Lets go of the calling thread's copies (those in reports stay with them).
+pub fn release_thread_copies() {
+    COPIES.with_borrow_mut(|copies| *copies = Default::default());
+}
+
 /// `value`'s one copy in `set`, which keeps `value` when it is the first.
 fn one<T: ?Sized + Eq + Hash>(set: &Mutex<Set<T>>, value: &mut Arc<T>) {
     let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
@@ -113,6 +151,21 @@ impl Interner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_hands_out_one_copy_of_each_value_until_it_lets_go() {
+        let (a, b) = (text("layer0 stage1"), text("layer0 stage1"));
+        assert!(Arc::ptr_eq(&a, &b));
+        let dims: Vec<u64> = (1..=11).collect();
+        let long = crate::fold::passes::parse_shape("(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)").unwrap();
+        assert_eq!(&long[..], &dims[..]);
+        assert!(Arc::ptr_eq(&long, &shape(&dims)));
+        assert_eq!(crate::fold::passes::parse_shape("(2, x)"), None);
+        release_thread_copies();
+        let c = text("layer0 stage1");
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(&*c, "layer0 stage1");
+    }
 
     #[test]
     fn equal_values_end_up_as_one_copy() {

@@ -12,7 +12,6 @@
 //! later file goes on with them, and a later file that does is itself such an overlap: either
 //! way the merge says [`Overlap`] and the caller folds the files one after the other instead.
 
-use super::super::intern::Interner;
 use super::{
     BTreeSet, ReportBuilder, RunState, RunStats, Stats, StepRun, UNPARSED_EXAMPLES, backed,
     fold_steps,
@@ -34,15 +33,14 @@ impl ReportBuilder {
     }
 
     /// Closes every rank fed so far, as [`Self::finish`] would (on the worker, where the
-    /// memory of the raw prints is freed for the next file's), sharing their text and shapes
-    /// through `interner` (one per worker: no lock is waited on), and lets go of the input's
+    /// memory of the raw prints is freed for the next file's; their text and shapes are the
+    /// worker's shared copies, [`super::super::intern::text`]), and lets go of the input's
     /// bytes ([`crate::scan::Sink::backing`]): nothing reads them after.
-    pub fn close_ranks(&mut self, interner: &Interner) {
+    pub fn close_ranks(&mut self) {
         let map = self.map.take();
         for run in &mut self.runs {
             for state in run.ranks.values_mut().filter(|s| !s.closed) {
                 state.close(backed(&map));
-                interner.rank(&mut state.report);
                 state.settle();
                 state.closed = true;
             }
