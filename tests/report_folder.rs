@@ -211,6 +211,29 @@ fn launches_and_crashes_fold_as_in_order() {
 }
 
 #[test]
+fn a_folder_of_hundreds_of_logs_folds_alone_as_it_folds_in_order() {
+    // Enough files that the workers take them in batches ([`folder::fold_files`]).
+    let dir = tempfile::tempdir().unwrap();
+    for rank in 0..300 {
+        let cfg = LogConfig {
+            world: 300,
+            pp: 2,
+            ranks: vec![rank],
+            train_steps: 1,
+            noise: 0,
+            checkpoint: false,
+            seed: u64::from(rank) + 1,
+            garbage: rank % 50 == 7,
+            oom_rank: (rank == 123).then_some(123),
+            ..LogConfig::default()
+        };
+        write(dir.path(), &format!("rank{rank:03}.log"), &cfg);
+    }
+    assert!(folds_alone(dir.path(), None));
+    assert_same_both_ways(dir.path(), &ReportOptions::default());
+}
+
+#[test]
 fn per_node_logs_fold_alone_as_they_fold_in_order() {
     let dir = tempfile::tempdir().unwrap();
     for node in 0..3u32 {

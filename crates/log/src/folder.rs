@@ -172,7 +172,11 @@ pub fn fold_files(
         gathered.configs.push(folded.configs);
         Ok(())
     };
-    many::each_file(files, |path| fold_one(path, only), fold)
+    // Batches of files, so that there are still a few dozen per worker: the work spreads evenly
+    // and each file's hand-over costs a sixteenth of a wake-up at most.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let batch = (files.len() / (workers * 32)).clamp(1, 16);
+    many::each_file(files, batch, |path| fold_one(path, only), fold)
 }
 
 /// Folds `files` into `builder` one after the other, as they are scanned on all cores (each
