@@ -666,15 +666,20 @@ fn locate_all(printed: &[(&Path, &Path)]) -> Vec<Option<PathBuf>> {
     const PER_THREAD: usize = 64;
     let piece = printed.len().div_ceil(workers).max(PER_THREAD);
     if printed.len() <= piece {
-        return printed.iter().map(|(p, log)| locate(p, log)).collect();
+        let mut folders = Folders::default();
+        return printed
+            .iter()
+            .map(|(p, log)| locate_in(p, log, &mut folders))
+            .collect();
     }
     std::thread::scope(|scope| {
         let parts: Vec<_> = printed
             .chunks(piece)
             .map(|part| {
                 scope.spawn(move || {
+                    let mut folders = Folders::default();
                     part.iter()
-                        .map(|(p, log)| locate(p, log))
+                        .map(|(p, log)| locate_in(p, log, &mut folders))
                         .collect::<Vec<_>>()
                 })
             })
@@ -686,8 +691,44 @@ fn locate_all(printed: &[(&Path, &Path)]) -> Vec<Option<PathBuf>> {
     })
 }
 
-/// Where the snapshot a log printed as `printed` lies (see the module doc).
+/// Whether each folder looked in is one, remembered: a path in a folder that is not there is
+/// no file, and thousands of ranks print the same folder (three look-ups saved per place).
+#[derive(Default)]
+struct Folders(std::collections::HashMap<PathBuf, bool>);
+
+impl Folders {
+    /// Whether `path` may be a file: its folder is there (the current one always is).
+    fn may_hold(&mut self, path: &Path) -> bool {
+        match path.parent() {
+            None => true,
+            Some(folder) if folder.as_os_str().is_empty() => true,
+            Some(folder) => *self
+                .0
+                .entry(folder.to_path_buf())
+                .or_insert_with(|| folder.is_dir()),
+        }
+    }
+}
+
+/// [`locate`], skipping the places whose folder is not there.
+fn locate_in(printed: &Path, log: &Path, folders: &mut Folders) -> Option<PathBuf> {
+    locate_where(printed, log, |candidate| folders.may_hold(candidate))
+}
+
+/// Where the snapshot a log printed as `printed` lies (see the module doc): every place looked
+/// in, what [`locate_in`] must find.
+#[cfg(test)]
 fn locate(printed: &Path, log: &Path) -> Option<PathBuf> {
+    locate_where(printed, log, |_| true)
+}
+
+/// [`locate`] among the places `may_hold` lets through (a `.gz` or `.zst` beside a place is in
+/// its folder).
+fn locate_where(
+    printed: &Path,
+    log: &Path,
+    mut may_hold: impl FnMut(&Path) -> bool,
+) -> Option<PathBuf> {
     let folder = log.parent().unwrap_or(Path::new(""));
     let mut candidates = vec![printed.to_path_buf()];
     if printed.is_relative() {
@@ -696,20 +737,23 @@ fn locate(printed: &Path, log: &Path) -> Option<PathBuf> {
     if let Some(name) = printed.file_name() {
         candidates.push(folder.join(name));
     }
-    candidates.into_iter().find_map(|c| {
-        [None, Some("gz"), Some("zst")].into_iter().find_map(|ext| {
-            let path = match ext {
-                None => c.clone(),
-                Some(ext) => {
-                    let mut name = c.clone().into_os_string();
-                    name.push(".");
-                    name.push(ext);
-                    PathBuf::from(name)
-                }
-            };
-            path.is_file().then_some(path)
+    candidates
+        .into_iter()
+        .filter(|c| may_hold(c))
+        .find_map(|c| {
+            [None, Some("gz"), Some("zst")].into_iter().find_map(|ext| {
+                let path = match ext {
+                    None => c.clone(),
+                    Some(ext) => {
+                        let mut name = c.clone().into_os_string();
+                        name.push(".");
+                        name.push(ext);
+                        PathBuf::from(name)
+                    }
+                };
+                path.is_file().then_some(path)
+            })
         })
-    })
 }
 
 /// A file's name without a `.gz`/`.zst` suffix.
@@ -773,18 +817,21 @@ mod tests {
     fn snapshots_are_located_on_all_cores_as_one_by_one() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("rank.log");
-        // Every third one is there, beside the log, plain or compressed.
+        // Every third one is there, beside the log, plain or compressed; printed in a folder
+        // that is gone, relative to one that is not there, or in the log's own folder.
         let printed: Vec<PathBuf> = (0..300)
             .map(|i| {
-                let name = format!("/gone/memory_snapshot_rank{i}_step0.pickle");
+                let name = format!("memory_snapshot_rank{i}_step0.pickle");
                 match i % 6 {
-                    0 => std::fs::write(dir.path().join(&name[6..]), b"x").unwrap(),
-                    3 => {
-                        std::fs::write(dir.path().join(format!("{}.gz", &name[6..])), b"x").unwrap()
-                    }
+                    0 => std::fs::write(dir.path().join(&name), b"x").unwrap(),
+                    3 => std::fs::write(dir.path().join(format!("{name}.gz")), b"x").unwrap(),
                     _ => {}
                 }
-                PathBuf::from(name)
+                match i % 5 {
+                    1 => PathBuf::from(format!("snapdir/{name}")),
+                    2 => dir.path().join(&name),
+                    _ => PathBuf::from(format!("/gone/{name}")),
+                }
             })
             .collect();
         let pairs: Vec<(&Path, &Path)> = printed
