@@ -6,7 +6,8 @@
 //! engine: a [`scan::Scanner`] finds the lines worth reading and hands them to a
 //! [`scan::Sink`]) ← [`fold`] (the sink that folds them into runs and ranks) ← [`joined`] (the
 //! prints beside PithTrain's step peaks and the memory snapshots), [`estimate_section`] (PithTrain's
-//! estimator beside the prints, with `--estimate`). [`walk`] says which files an input names.
+//! estimator beside the prints, with `--estimate`). [`walk`] says which files an input names;
+//! [`folder`] folds a folder's files each alone, on all cores, and merges them.
 //! [`run_report`] is the library entry point; rendering is `memprints-present`'s.
 
 pub mod crash;
@@ -55,8 +56,8 @@ pub struct ReportOptions {
 }
 
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
-/// stream cut into runs ([`fold::runs`]; several files are scanned on all cores by [`many`] and folded
-/// in that order), then finds each run's memory snapshots ([`joined`]) and,
+/// stream cut into runs ([`fold::runs`]; several files are each folded on all cores and merged
+/// in that order, [`folder`]), then finds each run's memory snapshots ([`joined`]) and,
 /// when asked, runs PithTrain's estimator beside it ([`estimate_section`]). Binary files are skipped
 /// with a note, never scanned.
 pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, ReportError> {

@@ -9,7 +9,8 @@
 //! bounded: a worker does not start a file more than [`AHEAD`] per worker past the first one
 //! not yet folded, so at most that many collections wait at once, whatever the number of files.
 //! The first error `fold` returns stops the workers (files being scanned are finished) and is
-//! returned. The machinery is [`super::ordered`].
+//! returned. [`each_file`] is the same for any work on a file, a batch of files at a time
+//! (what [`crate::folder`] folds each file alone with). The machinery is [`super::ordered`].
 
 use std::io;
 use std::path::PathBuf;

@@ -74,8 +74,10 @@ pub fn write(report: &Report, pretty: bool, out: impl io::Write) -> io::Result<(
     text.flush()
 }
 
-/// How many ranks' JSON is rendered at once, on all cores.
-const BATCH: usize = 256;
+/// How many ranks' JSON is rendered at once, on all cores: few enough that the first batch
+/// (which the writer waits for) is soon there and two held batches are little memory, enough to
+/// keep every core busy.
+const BATCH: usize = 64;
 
 /// A batch of one run's ranks as raw JSON: the run, its first rank, their JSON.
 #[derive(Default)]
