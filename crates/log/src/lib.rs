@@ -89,6 +89,9 @@ fn report(
     opts: &ReportOptions,
     folding: Folding,
 ) -> Result<Report, ReportError> {
+    // Once the passes are read (or the report given up), this thread's shared copies of their
+    // text go: those in the report stay with it ([`fold::intern::text`]).
+    let _copies = fold::intern::ReleaseOnDrop;
     let (files, mut skipped) = walk::expand_inputs(inputs)?;
     let only =
         (!opts.ranks.is_empty()).then(|| opts.ranks.iter().copied().collect::<BTreeSet<_>>());
@@ -170,8 +173,6 @@ fn report(
     }
     let configs = (files.len() > 1).then_some(configs);
     let mut report = builder.finish(read);
-    // The passes are all read: this thread's shared copies of their text stay in the report.
-    fold::intern::release_thread_copies();
     report.skipped = skipped;
     report.notes = notes;
     headroom::attach(&mut report, opts.gpu_memory);

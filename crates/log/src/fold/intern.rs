@@ -103,6 +103,15 @@ pub fn release_thread_copies() {
     COPIES.with_borrow_mut(|copies| *copies = Default::default());
 }
 
+/// Calls [`release_thread_copies`] when dropped, on whatever path its scope is left.
+pub struct ReleaseOnDrop;
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        release_thread_copies();
+    }
+}
+
 /// `value`'s one copy in `set`, which keeps `value` when it is the first.
 fn one<T: ?Sized + Eq + Hash>(set: &Mutex<Set<T>>, value: &mut Arc<T>) {
     let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
