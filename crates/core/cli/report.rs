@@ -377,6 +377,10 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<ExitStatus> {
             .with_context(|| format!("cannot write the report to {}", path.display()))?,
         None => write(out)?,
     }
+    // Freeing a report of thousands of ranks piece by piece takes milliseconds that the
+    // command's caller waits for; on a thread of its own it does not hold up the exit, when
+    // the process's memory goes back at once.
+    std::thread::spawn(move || drop(report));
     Ok(if estimate_failed {
         ExitStatus::Partial
     } else {

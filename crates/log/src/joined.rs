@@ -280,13 +280,25 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
     let (local, utc) = (spans(&report.runs, true), spans(&report.runs, false));
     pair_by_time(report, &mut wanted, &times_of(&loaded), &local, &utc);
     claim_by_the_last_run(&mut wanted);
+    // Each run's first report of each rank: a run of thousands of ranks names as many
+    // snapshots, and looking each rank up along the ranks cost milliseconds.
+    let first_of_rank: Vec<BTreeMap<u32, usize>> = report
+        .runs
+        .iter()
+        .map(|run| {
+            let mut first = BTreeMap::new();
+            for (i, r) in run.ranks.iter().enumerate() {
+                first.entry(r.rank).or_insert(i);
+            }
+            first
+        })
+        .collect();
     for w in wanted {
         let run = &mut report.runs[w.run];
         let prints_peak = w.rank.and_then(|rank| {
-            run.ranks
-                .iter()
-                .find(|r| r.rank == rank)
-                .and_then(|r| r.peak.as_ref())
+            first_of_rank[w.run]
+                .get(&rank)
+                .and_then(|&i| run.ranks[i].peak.as_ref())
                 .map(|p| p.allocated)
         });
         let mut view = SnapshotView {
@@ -329,11 +341,19 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
 /// Each snapshot a rank of a run printed, with the file found for it (or why none was).
 fn printed_snapshots(report: &Report) -> Vec<Wanted> {
     let mut out = Vec::new();
+    let printed: Vec<(&Path, &Path)> = report
+        .runs
+        .iter()
+        .flat_map(|run| &run.ranks)
+        .flat_map(|rank| &rank.snapshots)
+        .map(|s| (Path::new(&s.path), Path::new(&report.inputs[s.source])))
+        .collect();
+    let mut located = locate_all(&printed).into_iter();
     for (n, run) in report.runs.iter().enumerate() {
         for rank in &run.ranks {
             for s in &rank.snapshots {
                 let log = Path::new(&report.inputs[s.source]);
-                let found = locate(Path::new(&s.path), log);
+                let found = located.next().expect("one place per snapshot");
                 let error = found.is_none().then(|| {
                     format!(
                         "not found: neither {} nor a file of its name beside {} (pass it with \
@@ -638,8 +658,77 @@ fn claim_by_the_last_run(wanted: &mut [Wanted]) {
     }
 }
 
-/// Where the snapshot a log printed as `printed` lies (see the module doc).
+/// [`locate`] of each `(printed, log)` pair, in order, on all cores: a run of thousands of
+/// ranks names thousands of snapshots, each up to nine file look-ups when it is not there.
+fn locate_all(printed: &[(&Path, &Path)]) -> Vec<Option<PathBuf>> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Below this a thread costs more than the look-ups it takes over.
+    const PER_THREAD: usize = 64;
+    let piece = printed.len().div_ceil(workers).max(PER_THREAD);
+    if printed.len() <= piece {
+        let mut folders = Folders::default();
+        return printed
+            .iter()
+            .map(|(p, log)| locate_in(p, log, &mut folders))
+            .collect();
+    }
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = printed
+            .chunks(piece)
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut folders = Folders::default();
+                    part.iter()
+                        .map(|(p, log)| locate_in(p, log, &mut folders))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().expect("a look-up thread panicked"))
+            .collect()
+    })
+}
+
+/// Whether each folder looked in is one, remembered: a path in a folder that is not there is
+/// no file, and thousands of ranks print the same folder (three look-ups saved per place).
+#[derive(Default)]
+struct Folders(std::collections::HashMap<PathBuf, bool>);
+
+impl Folders {
+    /// Whether `path` may be a file: its folder is there (the current one always is).
+    fn may_hold(&mut self, path: &Path) -> bool {
+        match path.parent() {
+            None => true,
+            Some(folder) if folder.as_os_str().is_empty() => true,
+            Some(folder) => *self
+                .0
+                .entry(folder.to_path_buf())
+                .or_insert_with(|| folder.is_dir()),
+        }
+    }
+}
+
+/// [`locate`], skipping the places whose folder is not there.
+fn locate_in(printed: &Path, log: &Path, folders: &mut Folders) -> Option<PathBuf> {
+    locate_where(printed, log, |candidate| folders.may_hold(candidate))
+}
+
+/// Where the snapshot a log printed as `printed` lies (see the module doc): every place looked
+/// in, what [`locate_in`] must find.
+#[cfg(test)]
 fn locate(printed: &Path, log: &Path) -> Option<PathBuf> {
+    locate_where(printed, log, |_| true)
+}
+
+/// [`locate`] among the places `may_hold` lets through (a `.gz` or `.zst` beside a place is in
+/// its folder).
+fn locate_where(
+    printed: &Path,
+    log: &Path,
+    mut may_hold: impl FnMut(&Path) -> bool,
+) -> Option<PathBuf> {
     let folder = log.parent().unwrap_or(Path::new(""));
     let mut candidates = vec![printed.to_path_buf()];
     if printed.is_relative() {
@@ -648,20 +737,23 @@ fn locate(printed: &Path, log: &Path) -> Option<PathBuf> {
     if let Some(name) = printed.file_name() {
         candidates.push(folder.join(name));
     }
-    candidates.into_iter().find_map(|c| {
-        [None, Some("gz"), Some("zst")].into_iter().find_map(|ext| {
-            let path = match ext {
-                None => c.clone(),
-                Some(ext) => {
-                    let mut name = c.clone().into_os_string();
-                    name.push(".");
-                    name.push(ext);
-                    PathBuf::from(name)
-                }
-            };
-            path.is_file().then_some(path)
+    candidates
+        .into_iter()
+        .filter(|c| may_hold(c))
+        .find_map(|c| {
+            [None, Some("gz"), Some("zst")].into_iter().find_map(|ext| {
+                let path = match ext {
+                    None => c.clone(),
+                    Some(ext) => {
+                        let mut name = c.clone().into_os_string();
+                        name.push(".");
+                        name.push(ext);
+                        PathBuf::from(name)
+                    }
+                };
+                path.is_file().then_some(path)
+            })
         })
-    })
 }
 
 /// A file's name without a `.gz`/`.zst` suffix.
@@ -720,6 +812,37 @@ fn fill(view: &mut SnapshotView, report: &memprints_snapshot::SnapshotReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshots_are_located_on_all_cores_as_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("rank.log");
+        // Every third one is there, beside the log, plain or compressed; printed in a folder
+        // that is gone, relative to one that is not there, or in the log's own folder.
+        let printed: Vec<PathBuf> = (0..300)
+            .map(|i| {
+                let name = format!("memory_snapshot_rank{i}_step0.pickle");
+                match i % 6 {
+                    0 => std::fs::write(dir.path().join(&name), b"x").unwrap(),
+                    3 => std::fs::write(dir.path().join(format!("{name}.gz")), b"x").unwrap(),
+                    _ => {}
+                }
+                match i % 5 {
+                    1 => PathBuf::from(format!("snapdir/{name}")),
+                    2 => dir.path().join(&name),
+                    _ => PathBuf::from(format!("/gone/{name}")),
+                }
+            })
+            .collect();
+        let pairs: Vec<(&Path, &Path)> = printed
+            .iter()
+            .map(|p| (p.as_path(), log.as_path()))
+            .collect();
+        let one_by_one: Vec<Option<PathBuf>> =
+            pairs.iter().map(|(p, log)| locate(p, log)).collect();
+        assert_eq!(one_by_one.iter().flatten().count(), 100);
+        assert_eq!(locate_all(&pairs), one_by_one);
+    }
 
     /// A report of `n` runs, named `run0`.., without step lines or crashes.
     fn runs(n: usize) -> Report {

@@ -6,7 +6,8 @@
 //! engine: a [`scan::Scanner`] finds the lines worth reading and hands them to a
 //! [`scan::Sink`]) ← [`fold`] (the sink that folds them into runs and ranks) ← [`joined`] (the
 //! prints beside PithTrain's step peaks and the memory snapshots), [`estimate_section`] (PithTrain's
-//! estimator beside the prints, with `--estimate`). [`walk`] says which files an input names.
+//! estimator beside the prints, with `--estimate`). [`walk`] says which files an input names;
+//! [`folder`] folds a folder's files each alone, on all cores, and merges them.
 //! [`run_report`] is the library entry point; rendering is `memprints-present`'s.
 
 pub mod crash;
@@ -14,6 +15,7 @@ pub mod diff;
 pub mod error;
 pub mod estimate_section;
 pub mod fold;
+pub mod folder;
 pub mod headroom;
 pub mod joined;
 pub mod owners;
@@ -31,7 +33,7 @@ pub use error::ReportError;
 pub use fold::ReportBuilder;
 pub use schema::Report;
 
-use scan::{Input, Mode, Scanner, inputs, many, mapped};
+use scan::{Input, Mode, Scanner, inputs, mapped};
 use schema::SkippedInput;
 
 /// What to report on.
@@ -54,41 +56,50 @@ pub struct ReportOptions {
 }
 
 /// Reads every input (a file, or each log directly inside a directory, in name order) as one
-/// stream cut into runs ([`fold::runs`]; several files are scanned on all cores by [`many`] and folded
-/// in that order), then finds each run's memory snapshots ([`joined`]) and,
+/// stream cut into runs ([`fold::runs`]; several files are each folded on all cores and merged
+/// in that order, [`folder`]), then finds each run's memory snapshots ([`joined`]) and,
 /// when asked, runs PithTrain's estimator beside it ([`estimate_section`]). Binary files are skipped
 /// with a note, never scanned.
 pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, ReportError> {
+    report(inputs, opts, Folding::PerFile)
+}
+
+/// [`run_report`] with the files of a folder folded one after the other, as they are scanned
+/// ([`folder::fold_in_order`]), never each alone: the report the per-file fold must give, which
+/// tests hold it to.
+#[doc(hidden)]
+pub fn run_report_in_order(
+    inputs: &[PathBuf],
+    opts: &ReportOptions,
+) -> Result<Report, ReportError> {
+    report(inputs, opts, Folding::InOrder)
+}
+
+/// How several files are folded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Folding {
+    /// Each alone, merged ([`folder::fold_files`]), or in order where they overlap.
+    PerFile,
+    /// In order ([`folder::fold_in_order`]).
+    InOrder,
+}
+
+fn report(
+    inputs: &[PathBuf],
+    opts: &ReportOptions,
+    folding: Folding,
+) -> Result<Report, ReportError> {
+    // Once the passes are read (or the report given up), this thread's shared copies of their
+    // text go: those in the report stay with it ([`fold::intern::text`]).
+    let _copies = fold::intern::ReleaseOnDrop;
     let (files, mut skipped) = walk::expand_inputs(inputs)?;
     let only =
         (!opts.ranks.is_empty()).then(|| opts.ranks.iter().copied().collect::<BTreeSet<_>>());
-    let mut builder = ReportBuilder::new(only);
+    let mut builder = ReportBuilder::new(only.clone());
     let mut read = Vec::new();
     let mut notes = Vec::new();
     // Each file's config lines, found by the worker that scanned it.
     let mut configs = Vec::new();
-    let mut fold = |index: usize, outcome: many::Scanned<_>| -> Result<(), ReportError> {
-        let file = &files[index];
-        let read_err = |source| ReportError::Read {
-            path: file.clone(),
-            source,
-        };
-        let Some((collected, found)) = outcome.map_err(read_err)? else {
-            skipped.push(SkippedInput {
-                path: file.display().to_string(),
-                reason: walk::binary_reason(file),
-            });
-            return Ok(());
-        };
-        builder.begin_source_launching(read.len(), collected.launches);
-        collected.replay(|item| builder.item(item));
-        builder.end_source_with(collected.exception);
-        builder.count_scan(collected.counts);
-        notes.extend(collected.nuls.note(&file.display().to_string()));
-        read.push(file.display().to_string());
-        configs.push(found);
-        Ok(())
-    };
     if let [file] = &files[..] {
         // One file: folded as it is scanned; a big plain one mapped, by chunks on all cores,
         // any other streamed on two threads.
@@ -138,18 +149,27 @@ pub fn run_report(inputs: &[PathBuf], opts: &ReportOptions) -> Result<Report, Re
             }),
         }
     } else {
-        // PithTrain's logger writes the config line on rank 0 only, where its step lines go:
-        // the other ranks' logs of a folder are not read a second time for it. A log that
-        // ended in an exception or an OOM is, steps or not: a run that died in its first step
-        // logged its config (perhaps past the first 64 KiB) and no step line.
-        let configs_of = |path: &std::path::Path, kept: &many::Collected| {
-            if kept.launches || kept.holds_steps() || kept.holds_oom() || kept.exception.is_some() {
-                whatif::config_lines(path)
-            } else {
-                Vec::new()
-            }
+        // Each file folded alone on all cores and merged ([`folder`]); when a file goes on
+        // with another's rank, all of them are folded one after the other, as they are
+        // scanned ([`folder::fold_in_order`]).
+        let mut gathered = folder::Gathered::default();
+        let alone = match folding {
+            Folding::PerFile => folder::fold_files(&files, &only, &mut builder, &mut gathered),
+            Folding::InOrder => Err(folder::Stop::Overlap),
         };
-        many::scan_files(&files, configs_of, &mut fold)?;
+        match alone {
+            Ok(()) => {}
+            Err(folder::Stop::Error(e)) => return Err(e),
+            Err(folder::Stop::Overlap) => {
+                builder = ReportBuilder::new(only.clone());
+                gathered = folder::Gathered::default();
+                folder::fold_in_order(&files, &mut builder, &mut gathered)?;
+            }
+        }
+        skipped.extend(gathered.skipped);
+        read = gathered.read;
+        notes = gathered.notes;
+        configs = gathered.configs;
     }
     let configs = (files.len() > 1).then_some(configs);
     let mut report = builder.finish(read);

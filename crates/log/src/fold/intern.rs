@@ -3,10 +3,14 @@
 //! of 10,000 ranks holds every rank's report until it is written.
 //!
 //! Contract: [`Interner::rank`] replaces each shared field of a closed rank's report by the one
-//! copy of its value, keeping what it says; it may run on many threads at once.
+//! copy of its value, keeping what it says; it may run on many threads at once. [`text`] and
+//! [`shape`] hand out the calling thread's copy of a value as the passes are read (no copy made
+//! and freed again for every probe and tensor), until [`release_thread_copies`]: a thread that
+//! reads a report's passes lets go of them when the report is made, and a worker's go with it.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use crate::schema::RankReport;
@@ -14,12 +18,102 @@ use crate::schema::RankReport;
 /// One copy of each label, name, dtype and shape seen.
 #[derive(Default)]
 pub struct Interner {
-    text: Mutex<HashSet<Arc<str>>>,
-    shapes: Mutex<HashSet<Arc<[u64]>>>,
+    text: Mutex<Set<str>>,
+    shapes: Mutex<Set<[u64]>>,
+}
+
+/// A set of shared values, hashed by [`Quick`].
+type Set<T> = HashSet<Arc<T>, BuildHasherDefault<Quick>>;
+
+/// The hash of the sets: every probe and tensor of every rank is looked up, and SipHash (the
+/// default, which resists flooding) cost more than the look-up itself; labels and shapes come
+/// from the logs read, so at worst a forged log makes its own report slow. The multiply-rotate
+/// of rustc's FxHash, a word at a time.
+#[derive(Default, Clone, Copy)]
+struct Quick(u64);
+
+impl Hasher for Quick {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.add(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Quick {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+thread_local! {
+    /// The calling thread's copies ([`text`], [`shape`]).
+    static COPIES: RefCell<(Set<str>, Set<[u64]>)> = RefCell::default();
+}
+
+/// The calling thread's shared copy of `value`.
+pub fn text(value: &str) -> Arc<str> {
+    COPIES.with_borrow_mut(|(text, _)| match text.get(value) {
+        Some(kept) => Arc::clone(kept),
+        None => {
+            let kept: Arc<str> = value.into();
+            text.insert(Arc::clone(&kept));
+            kept
+        }
+    })
+}
+
+/// The calling thread's shared copy of `dims`.
+pub fn shape(dims: &[u64]) -> Arc<[u64]> {
+    COPIES.with_borrow_mut(|(_, shapes)| match shapes.get(dims) {
+        Some(kept) => Arc::clone(kept),
+        None => {
+            let kept: Arc<[u64]> = dims.into();
+            shapes.insert(Arc::clone(&kept));
+            kept
+        }
+    })
+}
+
+/// Lets go of the calling thread's copies (those in reports stay with them).
+pub fn release_thread_copies() {
+    COPIES.with_borrow_mut(|copies| *copies = Default::default());
+}
+
+/// Calls [`release_thread_copies`] when dropped, on whatever path its scope is left.
+pub struct ReleaseOnDrop;
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        release_thread_copies();
+    }
 }
 
 /// `value`'s one copy in `set`, which keeps `value` when it is the first.
-fn one<T: ?Sized + Eq + Hash>(set: &Mutex<HashSet<Arc<T>>>, value: &mut Arc<T>) {
+fn one<T: ?Sized + Eq + Hash>(set: &Mutex<Set<T>>, value: &mut Arc<T>) {
     let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
     match set.get(&**value) {
         Some(kept) => *value = Arc::clone(kept),
@@ -66,6 +160,21 @@ impl Interner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_hands_out_one_copy_of_each_value_until_it_lets_go() {
+        let (a, b) = (text("layer0 stage1"), text("layer0 stage1"));
+        assert!(Arc::ptr_eq(&a, &b));
+        let dims: Vec<u64> = (1..=11).collect();
+        let long = crate::fold::passes::parse_shape("(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)").unwrap();
+        assert_eq!(&long[..], &dims[..]);
+        assert!(Arc::ptr_eq(&long, &shape(&dims)));
+        assert_eq!(crate::fold::passes::parse_shape("(2, x)"), None);
+        release_thread_copies();
+        let c = text("layer0 stage1");
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(&*c, "layer0 stage1");
+    }
 
     #[test]
     fn equal_values_end_up_as_one_copy() {

@@ -18,7 +18,7 @@
 //!   whatever the number of steps logged. A run with memory profiling left on at every step
 //!   reports its steps in one line each instead of holding (and writing) every print.
 
-use super::saved;
+use super::{intern, saved};
 use crate::parse::{Event, PipelineKind, parse_print};
 use crate::schema::{
     ExpertProbe, GroupSizeFrom, LastPoint, LayerProbe, PassSummary, PipelineEntry, PointSource,
@@ -309,7 +309,7 @@ impl DetailFold {
                 group.tensors.push(SavedTensor {
                     weight,
                     shape,
-                    dtype: dtype.strip_prefix("torch.").unwrap_or(dtype).into(),
+                    dtype: intern::text(dtype.strip_prefix("torch.").unwrap_or(dtype)),
                     size,
                     size_from,
                     bytes_exact,
@@ -362,7 +362,7 @@ impl DetailFold {
         self.last_probe = Some((position, allocated));
         let label = raw_label.trim();
         let (tensor, shape, before) = match split_tensor(label) {
-            Some((before, name, shape)) => (Some(name.into()), parse_shape(shape), before),
+            Some((before, name, shape)) => (Some(intern::text(name)), parse_shape(shape), before),
             None => (None, None, label),
         };
         let last = |source| last_point(seq, source, label, allocated);
@@ -374,7 +374,7 @@ impl DetailFold {
             kept.experts.push(ExpertProbe {
                 pass: kept.index,
                 pipeline_position: position,
-                step: step.trim().into(),
+                step: intern::text(step.trim()),
                 tensor,
                 shape,
                 allocated,
@@ -387,7 +387,7 @@ impl DetailFold {
         kept.layers.push(LayerProbe {
             pass: kept.index,
             pipeline_position: position,
-            label: label.into(),
+            label: intern::text(label),
             depth: u8::from(indent > 0),
             layer: number_after(label, "layer"),
             stage: number_after(label, "stage"),
@@ -434,13 +434,26 @@ pub fn split_tensor(label: &str) -> Option<(&str, &str, &str)> {
 /// `(4096, 2048)` → `[4096, 2048]`; `()` → `[]`; anything else → `None`.
 pub fn parse_shape(text: &str) -> Option<std::sync::Arc<[u64]>> {
     let inner = text.strip_prefix('(')?.strip_suffix(')')?;
-    // Shared: held for every tensor of every rank to the end, once ([`super::intern`]).
-    inner
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().ok())
-        .collect()
+    // Read on the stack (a tensor has few dimensions), then shared: held for every tensor of
+    // every rank to the end, once ([`super::intern`]).
+    let mut dims = [0u64; 8];
+    let mut n = 0;
+    let mut more = Vec::new();
+    for part in inner.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let dim = part.parse().ok()?;
+        if n < dims.len() {
+            dims[n] = dim;
+        } else {
+            more.push(dim);
+        }
+        n += 1;
+    }
+    if n <= dims.len() {
+        return Some(intern::shape(&dims[..n]));
+    }
+    let mut all = dims.to_vec();
+    all.extend(more);
+    Some(intern::shape(&all))
 }
 
 /// The number right after the first `word` that is followed by a digit (`layer5` → 5).

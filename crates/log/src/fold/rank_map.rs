@@ -94,6 +94,22 @@ impl<T> RankMap<T> {
             .chain(self.sparse.into_values())
     }
 
+    /// The ranks that have a value, in rank order.
+    pub fn ranks(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slot
+            .iter()
+            .enumerate()
+            .filter(|&(_, &s)| s != 0)
+            .map(|(rank, _)| rank as u32)
+            .chain(self.sparse.keys().copied())
+    }
+
+    /// The values with their ranks, taken, in rank order.
+    pub fn into_entries(self) -> impl Iterator<Item = (u32, T)> {
+        let ranks: Vec<u32> = self.ranks().collect();
+        ranks.into_iter().zip(self.into_values())
+    }
+
     /// Indices into `values`, by rank.
     fn order(&self) -> Vec<usize> {
         self.slot

@@ -165,6 +165,27 @@ pub fn scan<R: Read>(
     })
 }
 
+/// What [`scan_serial`] hands over and counts for `bytes`, a whole input held in memory (a
+/// mapped file), scanned in place on the calling thread: no chunk is copied out of it, and
+/// detail prints come with their offset in it ([`PreRead::Detail`]). For inputs below 4 GiB.
+pub fn scan_bytes(bytes: &[u8], mode: Mode, mut sink: impl FnMut(Item<'_>)) -> ScanCounts {
+    thread_local! {
+        /// The hits of the thread's last scan: a thread that scans file after file reuses
+        /// their memory.
+        static SPARE: std::cell::Cell<Option<Found>> = const { std::cell::Cell::new(None) };
+    }
+    let mut counts = ScanCounts::default();
+    if bytes.is_empty() {
+        return counts;
+    }
+    let finders = NEEDLES.map(memmem::Finder::new);
+    let mut found = SPARE.take().unwrap_or_default();
+    found.scan(bytes, true, &finders, mode);
+    found.finish(bytes, Some(0), &mut counts, &mut sink);
+    SPARE.set(Some(found));
+    counts
+}
+
 /// [`scan`] on the calling thread alone, with one chunk buffer.
 pub fn scan_serial<R: Read>(
     mut reader: R,

@@ -9,7 +9,8 @@
 //! bounded: a worker does not start a file more than [`AHEAD`] per worker past the first one
 //! not yet folded, so at most that many collections wait at once, whatever the number of files.
 //! The first error `fold` returns stops the workers (files being scanned are finished) and is
-//! returned. The machinery is [`super::ordered`].
+//! returned. [`each_file`] is the same for any work on a file, a batch of files at a time
+//! (what [`crate::folder`] folds each file alone with). The machinery is [`super::ordered`].
 
 use std::io;
 use std::path::PathBuf;
@@ -161,9 +162,32 @@ pub fn scan_files<T: Send, E>(
     also: impl Fn(&std::path::Path, &Collected) -> T + Sync,
     fold: impl FnMut(usize, Scanned<T>) -> Result<(), E>,
 ) -> Result<(), E> {
+    each_file(files, 1, |path| scan_one(path, &also), fold)
+}
+
+/// Runs `work` on each of `files` on all cores and calls `fold(index, result)` for each, in
+/// input order, with the stop of [`scan_files`]. A worker takes `batch` files at a time (one
+/// hand-over, one wake-up of the calling thread, per batch: for small files these cost about as
+/// much as the work), so at most [`AHEAD`] batches per worker wait to be folded.
+pub fn each_file<T: Send, E>(
+    files: &[PathBuf],
+    batch: usize,
+    work: impl Fn(&std::path::Path) -> T + Sync,
+    mut fold: impl FnMut(usize, T) -> Result<(), E>,
+) -> Result<(), E> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let work = |i: usize| scan_one(&files[i], &also);
-    super::ordered::ordered(files.len(), workers, AHEAD, work, fold)
+    let batch = batch.max(1);
+    let work = |k: usize| -> Vec<T> {
+        let end = ((k + 1) * batch).min(files.len());
+        files[k * batch..end].iter().map(|f| work(f)).collect()
+    };
+    let fold = |k: usize, done: Vec<T>| -> Result<(), E> {
+        for (i, result) in done.into_iter().enumerate() {
+            fold(k * batch + i, result)?;
+        }
+        Ok(())
+    };
+    super::ordered::ordered(files.len().div_ceil(batch), workers, AHEAD, work, fold)
 }
 
 #[cfg(test)]
@@ -199,6 +223,35 @@ mod tests {
         .unwrap();
         let want: Vec<(usize, String)> = (0..40).map(|i| (i, format!("[rank={i}] x"))).collect();
         assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn batches_of_files_are_folded_in_input_order_and_the_first_error_stops() {
+        let files: Vec<PathBuf> = (0..40).map(|i| PathBuf::from(format!("{i}"))).collect();
+        let mut seen = Vec::new();
+        each_file(
+            &files,
+            3,
+            |path| path.display().to_string(),
+            |index, name| -> Result<(), ()> {
+                seen.push((index, name));
+                Ok(())
+            },
+        )
+        .unwrap();
+        let want: Vec<(usize, String)> = (0..40).map(|i| (i, i.to_string())).collect();
+        assert_eq!(seen, want);
+        let mut folded = 0;
+        let err = each_file(
+            &files,
+            7,
+            |_| (),
+            |index, ()| {
+                folded += 1;
+                if index == 9 { Err(index) } else { Ok(()) }
+            },
+        );
+        assert_eq!((err, folded), (Err(9), 10));
     }
 
     #[test]

@@ -2,21 +2,21 @@
 //!
 //! Contract: [`write()`] writes exactly what `serde_json::to_writer` (or `to_writer_pretty`)
 //! writes for the report, and a newline. On one line, the ranks of each run, nearly all of the
-//! bytes, are rendered on all cores, [`BATCH`] ranks at a time, into raw JSON values as the
-//! writer reaches them ([`Report::try_map_ranks`] into [`Batched`]), and the document is
-//! written around them: a rank's JSON on one line does not depend on where it sits, so the
-//! document is the same byte for byte, and what is held at once is one batch, not the whole
-//! output (a run of 10,000 ranks is hundreds of MB of JSON). [`schema`] is the JSON Schema of
-//! that output, generated from the report's types (`schema/report.schema.json`).
+//! bytes, are rendered on all cores, [`BATCH`] ranks at a time, into raw JSON values, the next
+//! batch while the writer writes one ([`Report::try_map_ranks`] into [`Batched`]), and the
+//! document is written around them: a rank's JSON on one line does not depend on where it
+//! sits, so the document is the same byte for byte, and what is held at once is two batches,
+//! not the whole output (a run of 10,000 ranks is hundreds of MB of JSON). [`schema`] is the
+//! JSON Schema of that output, generated from the report's types (`schema/report.schema.json`).
 
 use std::cell::RefCell;
 use std::io::{self, Write as _};
+use std::sync::mpsc;
 
 use rayon::prelude::*;
 use serde_json::value::RawValue;
 
 use memprints_log::Report;
-use memprints_log::schema::RankReport;
 use serde::{Serialize, Serializer};
 
 use crate::json_schema;
@@ -44,64 +44,100 @@ pub fn write(report: &Report, pretty: bool, out: impl io::Write) -> io::Result<(
     if pretty {
         serde_json::to_writer_pretty(&mut text, report)?;
     } else {
-        let runs: Vec<Batches> = report.runs.iter().map(|r| Batches::new(&r.ranks)).collect();
-        let mut run = 0;
-        let ahead = report.try_map_ranks(|ranks| {
-            let batches = &runs[run];
-            run += 1;
-            Ok::<_, io::Error>(
-                (0..ranks.len())
-                    .map(|index| Batched { batches, index })
-                    .collect(),
-            )
+        std::thread::scope(|scope| -> io::Result<()> {
+            // Rendezvous: the next batch waits, rendered, for the writer to take it.
+            let (tx, rx) = mpsc::sync_channel(0);
+            scope.spawn(move || render_batches(report, &tx));
+            // Dropped before the scope waits for the renderer: a write that fails ends it.
+            let batches = Batches {
+                next: rx,
+                rendered: RefCell::new(Rendered::default()),
+            };
+            let mut run = 0;
+            let ahead = report.try_map_ranks(|ranks| {
+                run += 1;
+                Ok::<_, io::Error>(
+                    (0..ranks.len())
+                        .map(|index| Batched {
+                            batches: &batches,
+                            run: run - 1,
+                            index,
+                        })
+                        .collect(),
+                )
+            })?;
+            serde_json::to_writer(&mut text, &ahead)?;
+            Ok(())
         })?;
-        serde_json::to_writer(&mut text, &ahead)?;
     }
     text.write_all(b"\n")?;
     text.flush()
 }
 
-/// How many ranks' JSON is rendered at once, on all cores.
-const BATCH: usize = 256;
+/// How many ranks' JSON is rendered at once, on all cores: few enough that the first batch
+/// (which the writer waits for) is soon there and two held batches are little memory, enough to
+/// keep every core busy.
+const BATCH: usize = 64;
 
-/// One run's ranks, rendered a batch at a time as the writer asks for them (in order).
-struct Batches<'a> {
-    ranks: &'a [RankReport],
-    /// The first rank of the batch rendered, and its ranks' JSON.
-    rendered: RefCell<(usize, Vec<Box<RawValue>>)>,
+/// A batch of one run's ranks as raw JSON: the run, its first rank, their JSON.
+#[derive(Default)]
+struct Rendered {
+    run: usize,
+    start: usize,
+    json: Vec<Box<RawValue>>,
 }
 
-impl<'a> Batches<'a> {
-    fn new(ranks: &'a [RankReport]) -> Self {
-        Batches {
-            ranks,
-            rendered: RefCell::new((0, Vec::new())),
+/// Renders every run's ranks, [`BATCH`] at a time on all cores, in the order the writer takes
+/// them, and hands each batch over; stops when the writer is gone.
+fn render_batches(report: &Report, tx: &mpsc::SyncSender<serde_json::Result<Rendered>>) {
+    for (run, r) in report.runs.iter().enumerate() {
+        for start in (0..r.ranks.len()).step_by(BATCH) {
+            let end = (start + BATCH).min(r.ranks.len());
+            let json = r.ranks[start..end]
+                .par_iter()
+                .map(serde_json::value::to_raw_value)
+                .collect::<serde_json::Result<Vec<_>>>()
+                .map(|json| Rendered { run, start, json });
+            if tx.send(json).is_err() {
+                return;
+            }
         }
     }
 }
 
-/// Rank `index` of a run, written as its batch's raw JSON.
+/// The ranks' JSON, batch after batch, as the writer asks for them (in order).
+struct Batches {
+    next: mpsc::Receiver<serde_json::Result<Rendered>>,
+    /// The batch being written.
+    rendered: RefCell<Rendered>,
+}
+
+/// Rank `index` of run `run`, written as its batch's raw JSON.
 struct Batched<'a> {
-    batches: &'a Batches<'a>,
+    batches: &'a Batches,
+    run: usize,
     index: usize,
 }
 
 impl Serialize for Batched<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut rendered = self.batches.rendered.borrow_mut();
-        let (start, json) = &mut *rendered;
-        if !(*start..*start + json.len()).contains(&self.index) {
-            // The previous batch goes before the next is made: one is held at a time.
-            json.clear();
-            let end = (self.index + BATCH).min(self.batches.ranks.len());
-            *json = self.batches.ranks[self.index..end]
-                .par_iter()
-                .map(serde_json::value::to_raw_value)
-                .collect::<serde_json::Result<Vec<_>>>()
+        let held = rendered.run == self.run
+            && (rendered.start..rendered.start + rendered.json.len()).contains(&self.index);
+        if !held {
+            // The batch written goes before the next is taken: two are held at a time, this
+            // one and the one being rendered.
+            rendered.json = Vec::new();
+            let next = self
+                .batches
+                .next
+                .recv()
+                .map_err(|_| serde::ser::Error::custom("the rendering of the ranks stopped"))?
                 .map_err(serde::ser::Error::custom)?;
-            *start = self.index;
+            debug_assert_eq!((next.run, next.start), (self.run, self.index));
+            *rendered = next;
         }
-        json[self.index - *start].serialize(serializer)
+        rendered.json[self.index - rendered.start].serialize(serializer)
     }
 }
 
@@ -122,6 +158,24 @@ mod tests {
             }
         }
         b.finish(vec!["a.log".into()])
+    }
+
+    #[test]
+    fn ranks_of_many_batches_and_runs_are_written_as_serde_json_writes_them() {
+        let mut b = ReportBuilder::new(None);
+        for launch in 0..2 {
+            for rank in 0..(BATCH as u32 * 2 + 3) {
+                b.line(format!("[rank={rank}] init_process_group | cuda_ctx=0.50 after_nccl_world=1.00 nccl_world_cost=0.50").as_bytes());
+                b.line(format!("[rank={rank} pp=0] Before pipeline: 1.{launch}0 GiB | alloc=1.{launch}0 cached=0.00 non-pt=1.00").as_bytes());
+            }
+        }
+        let report = b.finish(vec!["a.log".into()]);
+        assert_eq!(report.runs.len(), 2);
+        let mut ours = Vec::new();
+        write(&report, false, &mut ours).unwrap();
+        let mut want = serde_json::to_vec(&report).unwrap();
+        want.push(b'\n');
+        assert!(ours == want);
     }
 
     #[test]
