@@ -295,29 +295,15 @@ fn read_logs(report: &Report) -> BTreeMap<String, LogFacts> {
     out
 }
 
-/// The log and the launch in it that run `n` is (see the module doc): the k-th launch of its
-/// first source when it is that source's k-th run, else the first launch of any of its
-/// sources with a config line.
+/// Run `n`'s log and the index of its launch in it ([`crate::launch::launch_of`]).
 fn launch_of<'a>(
     report: &Report,
     n: usize,
     logs: &'a BTreeMap<String, LogFacts>,
 ) -> Option<(&'a LogFacts, usize)> {
-    let run = &report.runs[n];
-    let first = run.sources.first()?;
-    let earlier = report.runs[..n]
-        .iter()
-        .filter(|r| r.sources.first() == Some(first))
-        .count();
-    logs.get(first)
-        .filter(|l| earlier < l.configs.len())
-        .map(|l| (l, earlier))
-        .or_else(|| {
-            run.sources
-                .iter()
-                .find_map(|s| logs.get(s).filter(|l| !l.configs.is_empty()))
-                .map(|l| (l, 0))
-        })
+    let (source, k) =
+        crate::launch::launch_of(report, n, |s| logs.get(s).map_or(0, |l| l.configs.len()))?;
+    Some((logs.get(source)?, k))
 }
 
 /// The config line of run `n`.

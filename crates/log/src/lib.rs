@@ -18,6 +18,7 @@ pub mod fold;
 pub mod folder;
 pub mod headroom;
 pub mod joined;
+pub mod launch;
 pub mod owners;
 pub mod parse;
 pub mod scan;

@@ -289,11 +289,17 @@ pub fn measure(run: &Run, config: Option<&LoggedConfig>) -> Vec<RankMeasure> {
     let steps = run.training.as_ref().and_then(steady);
     if let Some((steady, step1)) = steps {
         // Every rank holds optimizer state from step 2 on; without a checkpoint print it is
-        // estimated from the optimizer the config names.
+        // estimated from the optimizer the config names, on the step lines' rank never more
+        // than the steady-state peak leaves for it.
         let rule = config.and_then(|c| optimizer_rule(c.optimizer.as_deref()));
-        for m in out.iter_mut().filter(|m| m.optimizer.0.is_none()) {
-            if let (Some((factor, from)), Some(weights)) = (rule, m.weights) {
-                m.optimizer = (Some(scale(weights, factor)), from);
+        for (i, m) in out.iter_mut().enumerate() {
+            if let (None, Some((factor, from)), Some(weights)) = (m.optimizer.0, rule, m.weights) {
+                let (estimate, room) = (scale(weights, factor), (steady - m.peak()).max(0));
+                m.optimizer = if i == top && estimate > room {
+                    (Some(room), OPTIMIZER_CAPPED)
+                } else {
+                    (Some(estimate), from)
+                };
             }
         }
         let m = &mut out[top];
@@ -304,15 +310,6 @@ pub fn measure(run: &Run, config: Option<&LoggedConfig>) -> Vec<RankMeasure> {
                 Some((steady - step1).max(0)),
                 "the steady-state peak minus step 1's (step lines)",
             );
-        }
-        // An estimate is never more than the steady-state peak leaves for it.
-        if let Some(estimate) = m.optimizer.0
-            && rule.is_some_and(|(_, from)| from == m.optimizer.1)
-        {
-            let room = (steady - (m.peak() - estimate)).max(0);
-            if estimate > room {
-                m.optimizer = (Some(room), OPTIMIZER_CAPPED);
-            }
         }
         m.unattributed = steady - m.peak();
         let unattributed = m.unattributed;
@@ -842,8 +839,7 @@ pub fn attach(report: &mut Report, changes: &[Change], known: Option<Vec<Vec<Log
     }
 }
 
-/// The config line of run `n`: the k-th of its first source when it is that source's k-th run,
-/// else the first of any of its sources.
+/// The config line of run `n` ([`crate::launch::launch_of`]).
 fn config_of(
     report: &Report,
     n: usize,
@@ -851,17 +847,9 @@ fn config_of(
     inputs: &std::collections::HashMap<&str, usize>,
 ) -> Option<LoggedConfig> {
     // By name through a map: a run of 10,000 sources is not searched for each of them.
-    let index = |source: &String| inputs.get(source.as_str()).copied();
-    let run = &report.runs[n];
-    let first = run.sources.first()?;
-    let earlier = report.runs[..n]
-        .iter()
-        .filter(|r| r.sources.first() == Some(first))
-        .count();
-    index(first)
-        .and_then(|i| configs[i].get(earlier))
-        .or_else(|| run.sources.iter().find_map(|s| configs[index(s)?].first()))
-        .cloned()
+    let of = |source: &str| inputs.get(source).map(|&i| &configs[i]);
+    let (source, k) = crate::launch::launch_of(report, n, |s| of(s).map_or(0, Vec::len))?;
+    of(source).map(|c| c[k].clone())
 }
 
 /// PithTrain's config lines (`launch(cfg=`) of one log, in order: those of its first

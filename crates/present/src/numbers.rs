@@ -24,6 +24,16 @@ pub fn gib(bytes: i64) -> String {
     format!("{:.2}", in_gib(bytes))
 }
 
+/// `12.34 GiB`: [`gib`] with its unit.
+pub fn gib_unit(bytes: i64) -> String {
+    format!("{} GiB", gib(bytes))
+}
+
+/// `+1.20 GiB`: [`signed_gib`] with its unit.
+pub fn signed_gib_unit(bytes: i64) -> String {
+    format!("{} GiB", signed_gib(bytes))
+}
+
 /// `+1.20` / `-0.30`: a change in GiB with two decimals and its sign.
 pub fn signed_gib(bytes: i64) -> String {
     format!("{:+.2}", in_gib(bytes))

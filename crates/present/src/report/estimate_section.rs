@@ -6,7 +6,7 @@
 //! be made it adds one warning with the reason and nothing else. An absent side prints as
 //! "not estimated" / "not measured", never as 0.
 
-use crate::numbers::{gib, signed_gib};
+use crate::numbers::{gib, gib_unit, signed_gib, signed_gib_unit};
 use crate::table::Table;
 use memprints_estimate::compare::{Component, Direction, EstimatorFit, Pair};
 use memprints_estimate::corrections::{Correction, DYNAMIC_AT_PEAK, NON_PYTORCH, PEAK, Side};
@@ -86,16 +86,6 @@ fn settings_line(section: &EstimateSection) -> String {
         s.world,
         if s.world_assumed { " (assumed)" } else { "" }
     )
-}
-
-/// `0.15 GiB`.
-fn gib_unit(bytes: i64) -> String {
-    format!("{} GiB", gib(bytes))
-}
-
-/// `+0.02 GiB`.
-fn signed_gib_unit(bytes: i64) -> String {
-    format!("{} GiB", signed_gib(bytes))
 }
 
 /// `4.86 MiB`: saved tensors are MiB-sized.

@@ -6,17 +6,12 @@
 //! prediction could be made it adds one warning with the reason. Every predicted figure is
 //! called a prediction.
 
-use crate::numbers::{gib, signed_gib};
+use crate::numbers::{gib, gib_unit, signed_gib};
 use crate::table::Table;
 use memprints_log::schema::Run;
 use memprints_log::whatif::{Action, Settings, WhatIfSection};
 
 use super::block::{Block, NOT_MEASURED, Tone};
-
-/// `1.25 GiB`.
-fn gib_unit(bytes: i64) -> String {
-    format!("{} GiB", gib(bytes))
-}
 
 /// One action as a line: `halve the micro-batch (2 → 1): saves 1.20 GiB — set
 /// training.micro_batch_size=1 (keep …)`.
@@ -133,16 +128,17 @@ pub fn what_if_section(run: &Run, out: &mut Vec<Block>) {
                 gib(r.device.predicted_bytes),
             ),
         });
-        if let (Some(capacity), Some(status)) = (r.capacity_bytes, r.predicted_status) {
+        if let (Some(capacity), Some(headroom), Some(status)) = (
+            r.capacity_bytes,
+            r.predicted_headroom_bytes,
+            r.predicted_status,
+        ) {
             out.push(Block::Text(format!(
                 "Predicted device total {} GiB on a GPU of {} GiB: {} (headroom {} GiB).",
                 gib(r.device.predicted_bytes),
                 gib(capacity),
                 super::doc::fit_word(status),
-                signed_gib(
-                    r.predicted_headroom_bytes
-                        .unwrap_or(capacity - r.device.predicted_bytes)
-                ),
+                signed_gib(headroom),
             )));
         }
         let mut table = Table::new(&[
