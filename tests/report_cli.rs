@@ -1157,3 +1157,49 @@ fn a_snapshot_found_by_name_stays_when_either_reading_of_the_dates_holds_it() {
         );
     }
 }
+
+/// A given snapshot that no printed name claims, in a report of several runs, is skipped with
+/// the reason that holds: one that cannot be read says why it was not read, one whose trace has
+/// no times says so (both were said to fall in no run's time span).
+#[test]
+fn an_unclaimed_snapshot_is_skipped_with_its_own_reason() {
+    let e2e = "tests/data/e2e/defaults-pp1";
+    let (qwen3, dsv2) = (
+        format!("{e2e}/qwen3-tiny-pp1-instr.log"),
+        format!("{e2e}/dsv2-tiny-pp1-instr.log"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let unreadable = write_temp(dir.path(), "mystery.pickle", b"not a pickle\n");
+    // A readable snapshot of one segment and an empty trace, written by Python's pickle.
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import pickle,sys; pickle.dump({'segments': [{'device': 0, 'address': 0, \
+             'total_size': 2097152, 'allocated_size': 1024, 'active_size': 1024, \
+             'segment_type': 'small', 'blocks': [{'size': 1024, 'state': 'active_allocated', \
+             'address': 0}]}], 'device_traces': [[]]}, open(sys.argv[1], 'wb'), protocol=4)",
+        )
+        .arg(dir.path().join("untimed.pickle"))
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let untimed = dir.path().join("untimed.pickle").display().to_string();
+    let report = report_json(&[&qwen3, &dsv2, "--snapshots", &unreadable, &untimed]);
+    let reasons: Vec<(&str, &str)> = report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["path"].as_str().unwrap(), s["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    for (path, reason) in reasons {
+        if path == unreadable {
+            assert!(reason.starts_with("not read: "), "{reason}");
+        } else {
+            assert!(
+                reason.ends_with("its trace holds no times to go by"),
+                "{reason}"
+            );
+        }
+    }
+}

@@ -277,6 +277,12 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
             });
         }
     }
+    // A file no name claimed that cannot be read is skipped with the reason it was not read.
+    for w in wanted.iter_mut().filter(|w| w.run == usize::MAX) {
+        if let Some(Err(e)) = w.found.as_ref().map(|path| &loaded[path]) {
+            w.error = Some(format!("not read: {e}"));
+        }
+    }
     let (local, utc) = (spans(&report.runs, true), spans(&report.runs, false));
     pair_by_time(report, &mut wanted, &times_of(&loaded), &local, &utc);
     claim_by_the_last_run(&mut wanted);
@@ -622,12 +628,19 @@ fn pair_by_time(
         if let Some(path) = &w.found
             && !attached.contains(path)
         {
+            // Only a file with times was set against the runs' spans.
+            let why = if times.contains_key(path) {
+                "its events fall in no run's time span"
+            } else {
+                "its trace holds no times to go by"
+            };
             report.skipped.push(SkippedInput {
                 path: path.display().to_string(),
                 reason: w.error.clone().unwrap_or_else(|| {
-                    "a snapshot whose run cannot be told: its name matches no `Memory snapshot \
-                     saved to` line of these logs, and its events fall in no run's time span"
-                        .to_owned()
+                    format!(
+                        "a snapshot whose run cannot be told: its name matches no `Memory \
+                         snapshot saved to` line of these logs, and {why}"
+                    )
                 }),
             });
         }
