@@ -129,23 +129,30 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
     let in_flight = b.activations;
     // When the buffers live at the snapshot's peak are more than the prints' in-flight bytes,
     // each is cut in proportion so that the rows add up.
+    let cut = named_total > in_flight && named_total > 0;
     let scale = |bytes: i64| -> i64 {
-        if named_total > in_flight && named_total > 0 {
+        if cut {
             (i128::from(bytes) * i128::from(in_flight) / i128::from(named_total)) as i64
         } else {
             bytes
         }
     };
-    let cut = named_total > in_flight;
-    let snapshot_how = |what: &str| {
-        if cut {
-            format!(
-                "{what} at the snapshot's peak, cut in proportion to the in-flight bytes at the \
-                 prints' peak"
+    // One row per owner the snapshot names at its peak, of `kind`, its bytes described by `what`.
+    let snapshot_row = |bytes: i64, owner: &str, asked_by: &str, kind, what: &str| {
+        let (from, how) = if cut {
+            (
+                Arithmetic,
+                format!(
+                    "{what} at the snapshot's peak, cut in proportion to the in-flight bytes at \
+                     the prints' peak"
+                ),
             )
         } else {
-            format!("{what} at the snapshot's peak")
-        }
+            (Snapshot, format!("{what} at the snapshot's peak"))
+        };
+        let mut r = row(owner.to_owned(), kind, Some(scale(bytes)), from, how);
+        r.asked_by = Some(asked_by.to_owned());
+        r
     };
     let gradients: Vec<_> = named.iter().filter(|o| o.kind == Kind::Gradients).collect();
     if snapshot.is_none() {
@@ -171,15 +178,13 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
         ));
     }
     for o in &gradients {
-        let mut r = row(
-            o.owner.clone(),
+        out.push(snapshot_row(
+            o.bytes,
+            &o.owner,
+            &o.asked_by,
             OwnerKind::Gradients,
-            Some(scale(o.bytes)),
-            if cut { Arithmetic } else { Snapshot },
-            snapshot_how("allocated by FSDP's gradient hooks"),
-        );
-        r.asked_by = Some(o.asked_by.clone());
-        out.push(r);
+            "allocated by FSDP's gradient hooks",
+        ));
     }
     out.push(row(
         "optimizer state",
@@ -242,15 +247,13 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
     }
     out.extend(saved);
     for o in named.iter().filter(|o| o.kind != Kind::Gradients) {
-        let mut r = row(
-            o.owner.clone(),
+        out.push(snapshot_row(
+            o.bytes,
+            &o.owner,
+            &o.asked_by,
             OwnerKind::Buffer,
-            Some(scale(o.bytes)),
-            if cut { Arithmetic } else { Snapshot },
-            snapshot_how("its blocks"),
-        );
-        r.asked_by = Some(o.asked_by.clone());
-        out.push(r);
+            "its blocks",
+        ));
     }
     out.push(row(
         memprints_snapshot::owner::UNUSED_RESERVE,
