@@ -440,20 +440,17 @@ impl ReportBuilder {
     /// job); `inputs` names the inputs by index.
     pub fn finish(mut self, inputs: Vec<String>) -> Report {
         let map = self.map.take();
-        // One per report: what it keeps lives as long as the report.
-        let interner = super::intern::Interner::default();
         for run in &mut self.runs {
-            // Closing a rank reads its last pass in detail; each rank's text and shapes are
-            // then shared with the ranks closed before ([`super::intern`]). On this thread, not
+            // Closing a rank reads its last pass in detail, its text and shapes shared with the
+            // ranks closed before through this thread's copies ([`super::intern`]). On this thread, not
             // on all cores: the parsed reports then reuse the memory the raw prints, read on
             // this thread, are freed into (glibc keeps a heap per thread, and what one frees
             // the others do not reuse: 10,000 ranks closed on all cores held 515 MB for 280 MB
             // of heap), and it is cheap (10,000 ranks: a few tenths of a second).
-            // A rank closed by the worker that folded its file alone was shared at the merge.
+            // A rank closed by the worker that folded its file alone shares that worker's copies.
             let mut states: Vec<&mut RankState> = run.ranks.values_mut().collect();
             states.iter_mut().filter(|s| !s.closed).for_each(|state| {
                 state.close(backed(&map));
-                interner.rank(&mut state.report);
                 state.settle();
             });
             for state in run.ranks.values_mut() {
