@@ -41,6 +41,16 @@ pub struct Gathered {
     pub configs: Vec<Vec<LoggedConfig>>,
 }
 
+impl Gathered {
+    /// `file` read, with the NUL bytes its reading left out and its config lines.
+    fn add(&mut self, file: &Path, nuls: &NulSkipped, configs: Vec<LoggedConfig>) {
+        let name = file.display().to_string();
+        self.notes.extend(nuls.note(&name));
+        self.read.push(name);
+        self.configs.push(configs);
+    }
+}
+
 /// One file folded alone.
 struct FileFold {
     builder: ReportBuilder,
@@ -62,45 +72,41 @@ fn fold_one(path: &Path, only: &Option<BTreeSet<u32>>) -> io::Result<Option<File
         }
         builder.item(item);
     };
-    let (builder, launches, counts, nuls, ended_badly) = if let Some(text) = plain_text(path)? {
-        // Scanned in place; its detail prints are read again from it when its ranks close,
-        // not copied.
-        let text = Arc::new(text);
-        let bytes = &text[..];
-        let head = &bytes[..bytes.len().min(inputs::LAUNCH_HEAD_BYTES)];
-        let launches = memchr::memmem::find(head, inputs::LAUNCH_NEEDLE).is_some();
-        let mut builder = ReportBuilder::for_one_file(only.clone(), launches);
-        builder.backing(text.clone());
-        let counts = lines::scan_bytes(bytes, Mode::FoldSteps, |item| sink(&mut builder, item));
-        let tail = &bytes[bytes.len().saturating_sub(crash::TAIL_BYTES)..];
-        let exception = crash::last_exception(tail);
-        let ended_badly = exception.is_some();
-        builder.end_source_with(exception);
-        // Closing lets go of the builder's hold on the text: its buffer serves the next file.
-        builder.close_ranks();
-        SPARE.set(Arc::try_unwrap(text).ok());
-        (
-            builder,
-            launches,
-            counts,
-            NulSkipped::default(),
-            ended_badly,
-        )
-    } else {
-        let Some((reader, launches, nuls)) = inputs::open_text_head(path)? else {
-            return Ok(None);
+    // Each way of reading gives the builder, with what it read, and the text it scanned in
+    // place (if it did).
+    let (mut builder, launches, counts, nuls, exception, text) =
+        if let Some(text) = plain_text(path)? {
+            // Scanned in place; its detail prints are read again from it when its ranks close,
+            // not copied.
+            let text = Arc::new(text);
+            let bytes = &text[..];
+            let launches = inputs::launches(bytes);
+            let mut builder = ReportBuilder::for_one_file(only.clone(), launches);
+            builder.backing(text.clone());
+            let counts = lines::scan_bytes(bytes, Mode::FoldSteps, |item| sink(&mut builder, item));
+            let tail = &bytes[bytes.len().saturating_sub(crash::TAIL_BYTES)..];
+            let exception = crash::last_exception(tail);
+            let nuls = NulSkipped::default();
+            (builder, launches, counts, nuls, exception, Some(text))
+        } else {
+            let Some((reader, launches, nuls)) = inputs::open_text_head(path)? else {
+                return Ok(None);
+            };
+            let mut builder = ReportBuilder::for_one_file(only.clone(), launches);
+            let mut reader = crash::TailKeeper::new(reader);
+            let counts = lines::scan_serial(&mut reader, Mode::FoldSteps, |item| {
+                sink(&mut builder, item)
+            })?;
+            let exception = crash::last_exception(reader.tail());
+            (builder, launches, counts, nuls.get(), exception, None)
         };
-        let mut builder = ReportBuilder::for_one_file(only.clone(), launches);
-        let mut reader = crash::TailKeeper::new(reader);
-        let counts = lines::scan_serial(&mut reader, Mode::FoldSteps, |item| {
-            sink(&mut builder, item)
-        })?;
-        let exception = crash::last_exception(reader.tail());
-        let ended_badly = exception.is_some();
-        builder.end_source_with(exception);
-        builder.close_ranks();
-        (builder, launches, counts, nuls.get(), ended_badly)
-    };
+    let ended_badly = exception.is_some();
+    builder.end_source_with(exception);
+    // Closing lets go of the builder's hold on the text: its buffer serves the next file.
+    builder.close_ranks();
+    if let Some(text) = text {
+        SPARE.set(Arc::try_unwrap(text).ok());
+    }
     let configs = if may_hold_configs(launches, steps, oom, ended_badly) {
         whatif::config_lines(path)
     } else {
@@ -141,8 +147,7 @@ fn plain_text(path: &Path) -> io::Result<Option<Vec<u8>>> {
     text.reserve(meta.len() as usize);
     // `take`: a file that grew since is read to the size it had, in one read call or a few.
     (&mut file).take(meta.len()).read_to_end(&mut text)?;
-    let compressed = text.starts_with(&[0x1f, 0x8b]) || text.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]);
-    if text.is_empty() || compressed || memchr::memchr(0, &text).is_some() {
+    if text.is_empty() || inputs::is_compressed(&text) || memchr::memchr(0, &text).is_some() {
         SPARE.set(Some(text));
         return Ok(None);
     }
@@ -158,18 +163,15 @@ pub fn fold_files(
 ) -> Result<(), Stop> {
     let fold = |index: usize, outcome: io::Result<Option<FileFold>>| -> Result<(), Stop> {
         let file = &files[index];
-        let Some(folded) = outcome.map_err(|source| read_error(file, source))? else {
-            gathered.skipped.push(skipped(file));
+        let Some(folded) = outcome.map_err(|source| Stop::Error(read_error(file, source)))? else {
+            gathered.skipped.push(walk::skipped_binary(file));
             return Ok(());
         };
-        let name = file.display().to_string();
         builder
             .merge(folded.builder, gathered.read.len(), folded.launches)
             .map_err(|_| Stop::Overlap)?;
         builder.count_scan(folded.counts);
-        gathered.notes.extend(folded.nuls.note(&name));
-        gathered.read.push(name);
-        gathered.configs.push(folded.configs);
+        gathered.add(file, &folded.nuls, folded.configs);
         Ok(())
     };
     // Batches of files, so that there are still a few dozen per worker: the work spreads evenly
@@ -189,22 +191,15 @@ pub fn fold_in_order(
 ) -> Result<(), ReportError> {
     let fold = |index: usize, outcome: many::Scanned<_>| -> Result<(), ReportError> {
         let file = &files[index];
-        let read_error = |source| ReportError::Read {
-            path: file.clone(),
-            source,
-        };
-        let Some((collected, configs)) = outcome.map_err(read_error)? else {
-            gathered.skipped.push(skipped(file));
+        let Some((collected, configs)) = outcome.map_err(|source| read_error(file, source))? else {
+            gathered.skipped.push(walk::skipped_binary(file));
             return Ok(());
         };
-        let name = file.display().to_string();
         builder.begin_source_launching(gathered.read.len(), collected.launches);
         collected.replay(|item| builder.item(item));
         builder.end_source_with(collected.exception);
         builder.count_scan(collected.counts);
-        gathered.notes.extend(collected.nuls.note(&name));
-        gathered.read.push(name);
-        gathered.configs.push(configs);
+        gathered.add(file, &collected.nuls, configs);
         Ok(())
     };
     let configs_of = |path: &Path, kept: &many::Collected| {
@@ -230,16 +225,9 @@ fn may_hold_configs(launches: bool, steps: bool, oom: bool, exception: bool) -> 
     launches || steps || oom || exception
 }
 
-fn read_error(file: &Path, source: io::Error) -> Stop {
-    Stop::Error(ReportError::Read {
+fn read_error(file: &Path, source: io::Error) -> ReportError {
+    ReportError::Read {
         path: file.to_path_buf(),
         source,
-    })
-}
-
-fn skipped(file: &Path) -> SkippedInput {
-    SkippedInput {
-        path: file.display().to_string(),
-        reason: walk::binary_reason(file),
     }
 }

@@ -35,7 +35,6 @@ pub use fold::ReportBuilder;
 pub use schema::Report;
 
 use scan::{Input, Mode, Scanner, inputs, mapped};
-use schema::SkippedInput;
 
 /// What to report on.
 #[derive(Debug, Clone, Default)]
@@ -144,10 +143,7 @@ fn report(
                 notes.extend(nuls.note(&name));
                 read.push(name);
             }
-            None => skipped.push(SkippedInput {
-                path: name,
-                reason: walk::binary_reason(file),
-            }),
+            None => skipped.push(walk::skipped_binary(file)),
         }
     } else {
         // Each file folded alone on all cores and merged ([`folder`]); when a file goes on

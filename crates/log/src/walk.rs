@@ -77,6 +77,14 @@ pub fn binary_reason(path: &Path) -> String {
     }
 }
 
+/// A binary file left out of the report, with [`binary_reason`].
+pub fn skipped_binary(path: &Path) -> crate::schema::SkippedInput {
+    crate::schema::SkippedInput {
+        path: path.display().to_string(),
+        reason: binary_reason(path),
+    }
+}
+
 /// A name without its compression suffix.
 fn bare_name(path: &Path) -> &str {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");

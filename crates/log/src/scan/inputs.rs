@@ -44,6 +44,17 @@ pub const LAUNCH_NEEDLE: &[u8] = b"| launch(cfg=";
 /// NCCL's lines and the setup prints come before it.
 pub const LAUNCH_HEAD_BYTES: usize = 64 * 1024;
 
+/// Whether a file's start (decompressed) holds PithTrain's launch line: [`LAUNCH_NEEDLE`] in its
+/// first [`LAUNCH_HEAD_BYTES`].
+pub fn launches(start: &[u8]) -> bool {
+    memchr::memmem::find(&start[..start.len().min(LAUNCH_HEAD_BYTES)], LAUNCH_NEEDLE).is_some()
+}
+
+/// Whether a file's first bytes are gzip's or zstd's magic.
+pub fn is_compressed(head: &[u8]) -> bool {
+    head.starts_with(&[0x1f, 0x8b]) || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
+}
+
 /// A file opened by [`open_text_head`]: its reader, whether it launches, its NUL count.
 pub type TextHead = (Box<dyn Read>, bool, NulCount);
 
@@ -72,7 +83,7 @@ pub fn open_text_head(path: &Path) -> io::Result<Option<TextHead>> {
             .take((LAUNCH_HEAD_BYTES - SNIFF_BYTES) as u64)
             .read_to_end(&mut head)?;
     }
-    let launches = memchr::memmem::find(&head, LAUNCH_NEEDLE).is_some();
+    let launches = launches(&head);
     Ok(Some((
         Box::new(io::Cursor::new(head).chain(reader)),
         launches,
@@ -215,8 +226,7 @@ pub fn big_plain_file(path: &Path) -> io::Result<Option<std::fs::File>> {
     }
     let mut head = [0u8; SNIFF_BYTES];
     file.read_exact_at(&mut head, 0)?;
-    let compressed = head.starts_with(&[0x1f, 0x8b]) || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]);
-    if compressed || memchr::memchr(0, &head).is_some() {
+    if is_compressed(&head) || memchr::memchr(0, &head).is_some() {
         return Ok(None);
     }
     Ok(Some(file))
