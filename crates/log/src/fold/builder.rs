@@ -126,9 +126,6 @@ pub struct ReportBuilder {
     /// The file being read when it is mapped: detail prints are deferred by their place in it.
     map: Option<Backing>,
     scratch: Vec<u8>,
-    /// The step lines folded into the first run, when this builder folds one file alone:
-    /// merged into a run that already has step lines, they are folded again ([`merge`]).
-    first_run_steps: Option<Vec<StepRun>>,
 }
 
 impl ReportBuilder {
@@ -141,7 +138,6 @@ impl ReportBuilder {
             source: 0,
             map: None,
             scratch: Vec::new(),
-            first_run_steps: None,
         }
     }
 
@@ -224,32 +220,25 @@ impl ReportBuilder {
         }) {
             self.runs.push(RunState::default());
         }
-        if let Some(first) = &mut self.first_run_steps
-            && self.runs.len() <= 1
-        {
-            first.push(*steps);
-        }
         // Step lines alone do not make a source one of the run's: a source whose step lines
         // turn out to repeat another run's is no part of it ([`drop_repeated_steps`]).
         let run = self.current_run();
         run.steps_source = Some(source);
-        fold_steps(&mut run.training, steps);
+        let more = training_of(steps);
+        match &mut run.training {
+            Some(t) => extend_training(t, &more),
+            None => run.training = Some(more.clone()),
+        }
         match run.step_parts.last_mut() {
             Some(part) if part.source == source => {
-                let mut t = Some(part.training.clone());
-                fold_steps(&mut t, steps);
-                part.training = t.expect("folded");
+                extend_training(&mut part.training, &more);
                 part.digest = part.digest.wrapping_add(steps.digest);
             }
-            _ => {
-                let mut t = None;
-                fold_steps(&mut t, steps);
-                run.step_parts.push(StepPart {
-                    source,
-                    training: t.expect("folded"),
-                    digest: steps.digest,
-                });
-            }
+            _ => run.step_parts.push(StepPart {
+                source,
+                training: more,
+                digest: steps.digest,
+            }),
         }
     }
 
@@ -564,54 +553,48 @@ impl RunState {
     }
 }
 
-/// Folds a stretch of step lines into `training` (begun by the first), as feeding them one by
-/// one would.
-fn fold_steps(training: &mut Option<Training>, steps: &StepRun) {
+/// A stretch of step lines as a [`Training`] of its own.
+fn training_of(steps: &StepRun) -> Training {
     let first = steps.first;
-    let t = training.get_or_insert(Training {
-        steps_logged: 0,
+    Training {
+        steps_logged: steps.lines,
         first_step: first.step,
-        last_step: first.step,
-        max_steps: first.max_steps,
+        last_step: steps.last_step,
+        max_steps: steps.max_steps.or(first.max_steps),
         first_step_time_s: first.step_time_s,
         first_step_peak_gpu_memory: first.peak_gpu_memory,
-        peak_gpu_memory: None,
-        peak_step: None,
-        steady_peak_gpu_memory: None,
+        peak_gpu_memory: steps.peak_gpu_memory,
+        peak_step: steps.peak_gpu_memory.and(steps.peak_step),
+        steady_peak_gpu_memory: steps.steady_peak_gpu_memory,
         first_logged_at: None,
         last_logged_at: None,
         first_time: first.time,
-        last_time: None,
-    });
-    t.steps_logged += steps.lines;
-    t.last_step = steps.last_step;
-    t.max_steps = steps.max_steps.or(t.max_steps);
-    if steps.peak_gpu_memory > t.peak_gpu_memory {
-        t.peak_gpu_memory = steps.peak_gpu_memory;
-        t.peak_step = steps.peak_step;
+        last_time: steps.last_time,
     }
-    if steps.steady_peak_gpu_memory > t.steady_peak_gpu_memory {
-        t.steady_peak_gpu_memory = steps.steady_peak_gpu_memory;
-    }
-    t.last_time = steps.last_time.or(t.last_time);
 }
 
-/// `a`'s step lines followed by `b`'s, as one [`Training`].
-fn join_training(a: Training, b: &Training) -> Training {
-    let mut t = a;
-    t.steps_logged += b.steps_logged;
-    t.last_step = b.last_step;
-    t.max_steps = b.max_steps.or(t.max_steps);
-    if b.peak_gpu_memory > t.peak_gpu_memory {
-        t.peak_gpu_memory = b.peak_gpu_memory;
-        t.peak_step = b.peak_step;
+/// `t`'s step lines followed by those of `more`: the figures that go on from one stretch of
+/// lines to the next (the first step's stay `t`'s, its date included).
+pub(super) fn extend_training(t: &mut Training, more: &Training) {
+    t.steps_logged += more.steps_logged;
+    t.last_step = more.last_step;
+    t.max_steps = more.max_steps.or(t.max_steps);
+    if more.peak_gpu_memory > t.peak_gpu_memory {
+        t.peak_gpu_memory = more.peak_gpu_memory;
+        t.peak_step = more.peak_step;
     }
-    if b.steady_peak_gpu_memory > t.steady_peak_gpu_memory {
-        t.steady_peak_gpu_memory = b.steady_peak_gpu_memory;
+    if more.steady_peak_gpu_memory > t.steady_peak_gpu_memory {
+        t.steady_peak_gpu_memory = more.steady_peak_gpu_memory;
     }
-    t.first_time = t.first_time.or(b.first_time);
-    t.last_time = b.last_time.or(t.last_time);
-    t
+    t.last_time = more.last_time.or(t.last_time);
+}
+
+/// `a`'s step lines followed by `b`'s, as one [`Training`]: a run's parts joined again, where a
+/// part whose first line had no date takes the next part's.
+fn join_training(mut a: Training, b: &Training) -> Training {
+    extend_training(&mut a, b);
+    a.first_time = a.first_time.or(b.first_time);
+    a
 }
 
 /// Step lines of a source taken out of a run because they repeat those of run `of`.

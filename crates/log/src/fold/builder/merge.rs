@@ -13,8 +13,7 @@
 //! way the merge says [`Overlap`] and the caller folds the files one after the other instead.
 
 use super::{
-    BTreeSet, ReportBuilder, RunState, RunStats, Stats, StepRun, UNPARSED_EXAMPLES, backed,
-    fold_steps,
+    BTreeSet, ReportBuilder, RunState, RunStats, Stats, UNPARSED_EXAMPLES, backed, extend_training,
 };
 
 /// A file printed for a rank that the run it goes on already has (or went on with a rank
@@ -27,7 +26,6 @@ impl ReportBuilder {
     /// it), that launches or not ([`Self::begin_source_launching`]).
     pub fn for_one_file(only: Option<BTreeSet<u32>>, launches: bool) -> Self {
         let mut builder = ReportBuilder::new(only);
-        builder.first_run_steps = Some(Vec::new());
         builder.begin_source_launching(0, launches);
         builder
     }
@@ -57,12 +55,7 @@ impl ReportBuilder {
         launches: bool,
     ) -> Result<(), Overlap> {
         self.source = index;
-        let ReportBuilder {
-            runs,
-            stats,
-            first_run_steps,
-            ..
-        } = part;
+        let ReportBuilder { runs, stats, .. } = part;
         let mut runs = runs.into_iter();
         if let Some(mut first) = runs.next() {
             renumber(&mut first, index);
@@ -78,7 +71,7 @@ impl ReportBuilder {
                     if overlap {
                         return Err(Overlap);
                     }
-                    absorb(run, first, first_run_steps.unwrap_or_default());
+                    absorb(run, first);
                 }
                 _ => self.runs.push(first),
             }
@@ -128,13 +121,13 @@ fn renumber(run: &mut RunState, index: usize) {
 }
 
 /// Adds `part`, the first run of a file folded alone, to `run`, the run the file goes on,
-/// which has none of its ranks; `steps` are the step lines of `part`.
-fn absorb(run: &mut RunState, part: RunState, steps: Vec<StepRun>) {
+/// which has none of its ranks.
+fn absorb(run: &mut RunState, part: RunState) {
     let RunState {
         ranks,
         progress,
         stats,
-        training: _,
+        training,
         oom,
         oom_ranks,
         exception,
@@ -151,9 +144,10 @@ fn absorb(run: &mut RunState, part: RunState, steps: Vec<StepRun>) {
         run.progress.get_or_insert_with(rank, || progress);
     }
     add_run_stats(&mut run.stats, stats);
-    // Folded again: the figures go on from the run's ([`fold_steps`]).
-    for s in &steps {
-        fold_steps(&mut run.training, s);
+    // The file's step lines go on from the run's, as folding them after the run's would.
+    match (&mut run.training, training) {
+        (Some(t), Some(more)) => extend_training(t, &more),
+        (t, more) => *t = t.take().or(more),
     }
     // The first OOM line's figures, and every line counted.
     if let Some(more) = oom {
