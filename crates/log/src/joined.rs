@@ -531,7 +531,16 @@ fn pair_by_time(
                 }
                 continue;
             }
-            let own = span(local, w.run).or_else(|| span(utc, w.run));
+            // A run the logs give no time span keeps what its name found.
+            let Some(own) = span(local, w.run).or_else(|| span(utc, w.run)) else {
+                kept = true;
+                w.paired = Some((
+                    PairedBy::Name,
+                    "paired by name: the logs give this run no time span".to_owned(),
+                ));
+                continue;
+            };
+            let held_by_none = in_local.is_empty() && in_utc.is_empty();
             if let Some(s) = holds(w.run) {
                 kept = true;
                 w.paired = Some((
@@ -542,31 +551,30 @@ fn pair_by_time(
                         span_text(s)
                     ),
                 ));
-            } else if own.is_none() {
-                kept = true;
-                w.paired = Some((
-                    PairedBy::Name,
-                    "paired by name: the logs give this run no time span".to_owned(),
-                ));
-            } else if let Some((h, spans)) = holder {
-                let s = span(spans, h).expect("a holder has a span");
+            } else if holder.is_some() || held_by_none {
+                // Another run's snapshot, or no run's: not this one's.
+                let within = match holder {
+                    Some((h, spans)) => {
+                        let s = span(spans, h).expect("a holder has a span");
+                        (
+                            s.offset,
+                            format!(
+                                "within the time span of run {} ({})",
+                                report.runs[h].name,
+                                span_text(s)
+                            ),
+                        )
+                    }
+                    None => (
+                        own.offset,
+                        format!("within no run's time span (this run's: {})", span_text(own)),
+                    ),
+                };
                 w.error = Some(format!(
-                    "{} holds events of {}, within the time span of run {} ({}): not this \
-                     run's snapshot",
+                    "{} holds events of {}, {}: not this run's snapshot",
                     path.display(),
-                    between(from, to, s.offset),
-                    report.runs[h].name,
-                    span_text(s)
-                ));
-                w.found = None;
-                missing.insert(n, w);
-            } else if let (Some(s), true) = (own, in_local.is_empty() && in_utc.is_empty()) {
-                w.error = Some(format!(
-                    "{} holds events of {}, within no run's time span (this run's: {}): not \
-                     this run's snapshot",
-                    path.display(),
-                    between(from, to, s.offset),
-                    span_text(s)
+                    between(from, to, within.0),
+                    within.1
                 ));
                 w.found = None;
                 missing.insert(n, w);
@@ -577,7 +585,7 @@ fn pair_by_time(
                     format!(
                         "paired by name: its events ({}) lie within the time spans of several \
                          runs ({}), none of them told",
-                        between(from, to, own.map_or(0, |s| s.offset)),
+                        between(from, to, own.offset),
                         several()
                     ),
                 ));
