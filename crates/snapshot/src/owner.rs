@@ -251,7 +251,8 @@ fn refined(lib: &Library, outward: &[(&str, &str)]) -> Owned {
     }
 }
 
-/// The kind of an owner name as [`classify`] gives it.
+/// The kind of an owner name as [`classify`] gives it: for tests, which name owners by name.
+#[cfg(test)]
 pub fn kind_of(owner: &str) -> Kind {
     if let Some(lib) = LIBRARIES.iter().find(|lib| lib.name == owner) {
         return lib.kind;
