@@ -58,13 +58,17 @@ pub struct LoggedConfig {
     pub optimizer: Option<String>,
 }
 
+// Word characters and boundaries are ASCII's (`(?-u:…)`): the config's repr names Python
+// fields and functions, and Unicode's tables cost some 13 million instructions to compile, a
+// few milliseconds on every report whose log holds a config line.
 static MODEL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"\bmodel=(\w*Path\()?(?:'([^']*)'|"([^"]*)")"#).expect("valid regex")
+    Regex::new(r#"(?-u:\b)model=((?-u:\w)*Path\()?(?:'([^']*)'|"([^"]*)")"#).expect("valid regex")
 });
-static OPTIMIZER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\boptimizer=<function ([\w.]+)").expect("valid regex"));
+static OPTIMIZER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)optimizer=<function ((?-u:[\w.])+)").expect("valid regex")
+});
 static FP8: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\bfp8=(True|False)\b").expect("valid regex"));
+    LazyLock::new(|| Regex::new(r"(?-u:\b)fp8=(True|False)(?-u:\b)").expect("valid regex"));
 
 /// The digits after the first `field=` that is not the tail of a longer name.
 fn number(line: &str, field: &str) -> Option<u32> {
@@ -374,6 +378,19 @@ mod tests {
             err.to_string(),
             "the run names its model by Hugging Face id `Qwen/Qwen3-30B-A3B`; pass --config with its config.json"
         );
+    }
+
+    #[test]
+    fn model_optimizer_and_fp8_are_whole_fields_only() {
+        let line = "TrainingCfg(base_model='x', model=PosixPath('a.json'), \
+                    my_optimizer=<function other at 0x1>, optimizer=<function pkg.make_muon_optimizer at 0x7f>, \
+                    use_fp8=True, fp8=False, fp8=Truely)";
+        let logged = LoggedConfig::parse(line).unwrap();
+        assert_eq!(logged.model, Some(ModelRef::Path(PathBuf::from("a.json"))));
+        assert_eq!(logged.optimizer.as_deref(), Some("pkg.make_muon_optimizer"));
+        assert_eq!(logged.fp8, Some(false));
+        let none = LoggedConfig::parse("TrainingCfg(fp8=Truely, xmodel='y')").unwrap();
+        assert_eq!((none.fp8, none.model), (None, None));
     }
 
     #[test]
