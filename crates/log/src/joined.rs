@@ -90,6 +90,14 @@ struct Wanted {
     paired: Option<(PairedBy, String)>,
 }
 
+/// A given snapshot file that no printed name claimed, in a report of several runs: its run is
+/// told by time, if at all ([`pair_by_time`]).
+struct Unclaimed {
+    path: PathBuf,
+    /// Why it cannot be paired, when that is known before the pairing (it cannot be read).
+    error: Option<String>,
+}
+
 /// Seconds of slack at either end of a run's time span: the log's dates are cut to the second.
 const SLACK_S: i64 = 1;
 
@@ -233,6 +241,7 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
         }
         by_name.entry(name).or_default().push(n);
     }
+    let mut unclaimed = Vec::new();
     for file in given {
         let name = bare_name(&file);
         if let Some(matching) = by_name.get(&name) {
@@ -256,35 +265,29 @@ pub fn attach_snapshots_within(report: &mut Report, given: &[PathBuf], max_memor
                 paired: None,
             });
         } else {
-            // Its run is told by time, if at all ([`pair_by_time`]).
-            wanted.push(Wanted {
-                run: usize::MAX,
-                rank: memprints_snapshot::rank_of(&file),
-                printed: None,
-                after_oom: false,
-                found: Some(file),
+            unclaimed.push(Unclaimed {
+                path: file,
                 error: None,
-                paired: None,
             });
         }
     }
     let mut loaded: BTreeMap<PathBuf, Result<memprints_snapshot::SnapshotReport, String>> =
         BTreeMap::new();
-    for w in &wanted {
-        if let Some(path) = &w.found {
-            loaded.entry(path.clone()).or_insert_with(|| {
-                memprints_snapshot::load_with(path, options).map_err(|e| e.to_string())
-            });
-        }
+    let to_load = wanted.iter().filter_map(|w| w.found.as_ref());
+    for path in to_load.chain(unclaimed.iter().map(|u| &u.path)) {
+        loaded.entry(path.clone()).or_insert_with(|| {
+            memprints_snapshot::load_with(path, options).map_err(|e| e.to_string())
+        });
     }
     // A file no name claimed that cannot be read is skipped with the reason it was not read.
-    for w in wanted.iter_mut().filter(|w| w.run == usize::MAX) {
-        if let Some(Err(e)) = w.found.as_ref().map(|path| &loaded[path]) {
-            w.error = Some(format!("not read: {e}"));
+    for u in &mut unclaimed {
+        if let Err(e) = &loaded[&u.path] {
+            u.error = Some(format!("not read: {e}"));
         }
     }
     let (local, utc) = (spans(&report.runs, true), spans(&report.runs, false));
-    pair_by_time(report, &mut wanted, &times_of(&loaded), &local, &utc);
+    let times = times_of(&loaded);
+    pair_by_time(report, &mut wanted, unclaimed, &times, &local, &utc);
     claim_by_the_last_run(&mut wanted);
     // Each run's first report of each rank: a run of thousands of ranks names as many
     // snapshots, and looking each rank up along the ranks cost milliseconds.
@@ -475,6 +478,7 @@ impl Missing {
 fn pair_by_time(
     report: &mut Report,
     wanted: &mut Vec<Wanted>,
+    mut unclaimed: Vec<Unclaimed>,
     times: &BTreeMap<PathBuf, Times>,
     local: &[Option<Span>],
     utc: &[Option<Span>],
@@ -488,7 +492,11 @@ fn pair_by_time(
             None => missing.insert(n, w),
         }
     }
-    // The given files that no printed name claimed and that a run got by time.
+    let mut unclaimed_at: BTreeMap<PathBuf, Vec<usize>> = BTreeMap::new();
+    for (n, u) in unclaimed.iter().enumerate() {
+        unclaimed_at.entry(u.path.clone()).or_default().push(n);
+    }
+    // The files that a run kept or got by time.
     let mut attached: BTreeSet<PathBuf> = BTreeSet::new();
     let mut added = Vec::new();
     for (path, &Times { from, to, rank }) in times {
@@ -517,20 +525,19 @@ fn pair_by_time(
             let names: Vec<&str> = runs.iter().map(|&n| report.runs[n].name.as_str()).collect();
             names.join(", ")
         };
+        if holder.is_none() && !(in_local.is_empty() && in_utc.is_empty()) {
+            for &n in unclaimed_at.get(path).map_or(&[][..], Vec::as_slice) {
+                unclaimed[n].error = Some(format!(
+                    "a snapshot whose run cannot be told: its name matches no `Memory snapshot \
+                     saved to` line of these logs, and its events fall in the time spans of \
+                     several runs ({})",
+                    several()
+                ));
+            }
+        }
         let mut kept = false;
         for &n in by_path.get(path).map_or(&[][..], Vec::as_slice) {
             let w = &mut wanted[n];
-            if w.run == usize::MAX {
-                if holder.is_none() && !(in_local.is_empty() && in_utc.is_empty()) {
-                    w.error = Some(format!(
-                        "a snapshot whose run cannot be told: its name matches no `Memory \
-                         snapshot saved to` line of these logs, and its events fall in the time \
-                         spans of several runs ({})",
-                        several()
-                    ));
-                }
-                continue;
-            }
             // A run the logs give no time span keeps what its name found.
             let Some(own) = span(local, w.run).or_else(|| span(utc, w.run)) else {
                 kept = true;
@@ -629,31 +636,26 @@ fn pair_by_time(
         }
     }
     wanted.extend(added);
-    wanted.retain(|w| {
-        if w.run != usize::MAX {
-            return true;
+    for u in unclaimed {
+        if attached.contains(&u.path) {
+            continue;
         }
-        if let Some(path) = &w.found
-            && !attached.contains(path)
-        {
-            // Only a file with times was set against the runs' spans.
-            let why = if times.contains_key(path) {
-                "its events fall in no run's time span"
-            } else {
-                "its trace holds no times to go by"
-            };
-            report.skipped.push(SkippedInput {
-                path: path.display().to_string(),
-                reason: w.error.clone().unwrap_or_else(|| {
-                    format!(
-                        "a snapshot whose run cannot be told: its name matches no `Memory \
-                         snapshot saved to` line of these logs, and {why}"
-                    )
-                }),
-            });
-        }
-        false
-    });
+        // Only a file with times was set against the runs' spans.
+        let why = if times.contains_key(&u.path) {
+            "its events fall in no run's time span"
+        } else {
+            "its trace holds no times to go by"
+        };
+        report.skipped.push(SkippedInput {
+            path: u.path.display().to_string(),
+            reason: u.error.unwrap_or_else(|| {
+                format!(
+                    "a snapshot whose run cannot be told: its name matches no `Memory snapshot \
+                     saved to` line of these logs, and {why}"
+                )
+            }),
+        });
+    }
     wanted.sort_by_key(|w| w.run);
 }
 
@@ -929,11 +931,10 @@ mod tests {
         }
     }
 
-    fn given(path: &str) -> Wanted {
-        Wanted {
-            run: usize::MAX,
-            printed: None,
-            ..by_name(0, path)
+    fn given(path: &str) -> Unclaimed {
+        Unclaimed {
+            path: PathBuf::from(path),
+            error: None,
         }
     }
 
@@ -1002,7 +1003,7 @@ mod tests {
             vec![None, span(0, i64::MAX)],
             times(&[("a.pickle", 50, 60)]),
         );
-        pair_by_time(&mut report, &mut wanted, &at, &spans, &spans);
+        pair_by_time(&mut report, &mut wanted, Vec::new(), &at, &spans, &spans);
         assert_eq!(
             wanted.len(),
             1,
@@ -1025,6 +1026,7 @@ mod tests {
         pair_by_time(
             &mut report,
             &mut wanted,
+            Vec::new(),
             &times(&[("a.pickle", 150, 160)]),
             &local,
             &utc,
@@ -1039,6 +1041,7 @@ mod tests {
         pair_by_time(
             &mut report,
             &mut wanted,
+            Vec::new(),
             &times(&[("a.pickle", 150, 160)]),
             &local,
             &utc,
@@ -1052,8 +1055,9 @@ mod tests {
         let mut report = runs(3);
         let spans = vec![span(100, 300), span(100, 300), span(400, 500)];
         let at = times(&[("a.pickle", 150, 160), ("given.pickle", 150, 160)]);
-        let mut wanted = vec![by_name(2, "a.pickle"), given("given.pickle")];
-        pair_by_time(&mut report, &mut wanted, &at, &spans, &spans);
+        let mut wanted = vec![by_name(2, "a.pickle")];
+        let unclaimed = vec![given("given.pickle")];
+        pair_by_time(&mut report, &mut wanted, unclaimed, &at, &spans, &spans);
         assert_eq!(wanted.len(), 1);
         assert_eq!(wanted[0].run, 2);
         assert_eq!(wanted[0].found, Some(PathBuf::from("a.pickle")));
@@ -1099,7 +1103,7 @@ mod tests {
         let spans = vec![span(0, 100), span(100, 200)];
         // Not timed (timings live in bench/): 20,000 pairs took 41 s with the quadratic
         // search and 0.3 s with the index; this checks what the index pairs.
-        pair_by_time(&mut report, &mut wanted, &at, &spans, &spans);
+        pair_by_time(&mut report, &mut wanted, Vec::new(), &at, &spans, &spans);
         assert_eq!(wanted.len(), 2 * n as usize);
         assert!(wanted[..n as usize].iter().all(|w| w.found.is_none()));
         for w in &wanted[n as usize..] {
