@@ -38,8 +38,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use rayon::prelude::*;
-
 use super::schema::{
     HeldBy, MemoryView, PairedBy, PrintsPeak, Report, Run, SkippedInput, SnapshotOwner,
     SnapshotView, StepsView,
@@ -686,15 +684,34 @@ fn claim_by_the_last_run(wanted: &mut [Wanted]) {
 /// [`locate`] of each `(printed, log)` pair, in order, on all cores: a run of thousands of
 /// ranks names thousands of snapshots, each up to nine file look-ups when it is not there.
 fn locate_all(printed: &[(&Path, &Path)]) -> Vec<Option<PathBuf>> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Below this a thread costs more than the look-ups it takes over.
     const PER_THREAD: usize = 64;
-    printed
-        .par_iter()
-        .with_min_len(PER_THREAD)
-        .map_init(Folders::default, |folders, (p, log)| {
-            locate_in(p, log, folders)
-        })
-        .collect()
+    let piece = printed.len().div_ceil(workers).max(PER_THREAD);
+    if printed.len() <= piece {
+        let mut folders = Folders::default();
+        return printed
+            .iter()
+            .map(|(p, log)| locate_in(p, log, &mut folders))
+            .collect();
+    }
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = printed
+            .chunks(piece)
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut folders = Folders::default();
+                    part.iter()
+                        .map(|(p, log)| locate_in(p, log, &mut folders))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().expect("a look-up thread panicked"))
+            .collect()
+    })
 }
 
 /// Whether each folder looked in is one, remembered: a path in a folder that is not there is

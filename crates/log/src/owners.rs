@@ -22,8 +22,6 @@
 
 use std::borrow::Cow;
 
-use rayon::prelude::*;
-
 use memprints_snapshot::owner::Kind;
 
 use super::schema::{
@@ -44,12 +42,25 @@ pub fn attach(report: &mut Report) {
                 by_rank.insert(rank, s);
             }
         }
-        // Ranks are independent: on all cores (a few microseconds each, milliseconds for a
-        // run of thousands, while nothing else runs).
-        run.ranks
-            .par_iter_mut()
-            .with_min_len(PER_THREAD)
-            .for_each(|rank| rank.owners = owners(rank, by_rank.get(&rank.rank).copied()));
+        // Ranks are independent: split over the cores (a few microseconds each, milliseconds
+        // for a run of thousands, while nothing else runs).
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let piece = run.ranks.len().div_ceil(workers).max(PER_THREAD);
+        let by_rank = &by_rank;
+        let own = move |ranks: &mut [RankReport]| {
+            for rank in ranks {
+                rank.owners = owners(rank, by_rank.get(&rank.rank).copied());
+            }
+        };
+        if run.ranks.len() <= piece {
+            own(&mut run.ranks);
+            continue;
+        }
+        std::thread::scope(|scope| {
+            for part in run.ranks.chunks_mut(piece) {
+                scope.spawn(move || own(part));
+            }
+        });
     }
 }
 

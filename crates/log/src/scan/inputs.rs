@@ -360,10 +360,15 @@ fn find_lines_in(
 
 /// Whether `bytes` hold a NUL byte, looked for on all cores.
 pub fn has_nul(bytes: &[u8]) -> bool {
-    use rayon::prelude::*;
-    bytes
-        .par_chunks(1 << 20)
-        .any(|part| memchr::memchr(0, part).is_some())
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let piece = bytes.len().div_ceil(workers).max(1 << 20);
+    std::thread::scope(|scope| {
+        let found: Vec<_> = bytes
+            .chunks(piece)
+            .map(|part| scope.spawn(move || memchr::memchr(0, part).is_some()))
+            .collect();
+        found.into_iter().any(|h| h.join().unwrap_or(true))
+    })
 }
 
 #[cfg(test)]
