@@ -28,17 +28,20 @@ fn main() -> ExitCode {
 }
 
 /// Caps glibc's malloc at 8 arenas, before any thread starts. By default each thread gets an
-/// arena of its own, up to 8 per core, and a report on a folder reads on every core: each
-/// worker's arena keeps free space of its own, so peak memory grows with the core count
-/// (10,000 logs, text: 192 MiB on 2 cores, 240-248 MiB on 16 with glibc's default, against the
-/// 256 MiB the report must stay under; 218-227 MiB with 8). The cap costs time where threads
-/// share arenas (16 cores, that folder: 0.69 s median against 0.56 s; the 1,024-file one is
-/// still 0.65-0.74x grep's time); 4 arenas cost more for little less memory
-/// (bench/results/scale-2026-12-05-device16-arenas.txt). A `MALLOC_ARENA_MAX` in the
-/// environment is left to rule.
+/// arena of its own, up to 8 per core, and a report on a folder reads on every core; each
+/// arena keeps free space of its own, so the more cores, the more memory. 10,000 logs, text,
+/// peak RSS: 194 MiB on 2 cores; on 16, 234-242 MiB with glibc's default against the 256 MiB
+/// the report must stay under, 212-221 MiB with 8. Past 8 busy threads the arenas' share stops
+/// growing. The cap costs time where threads share arenas (16 cores, that folder: 0.69 s median
+/// against 0.56 s; the 1,024-file one stays at 0.65-0.74x grep's time). 4 arenas saved little
+/// more and cost more time; 1 arena (until b50f904) cost 15% of the time in its lock
+/// (bench/results/scale-2026-12-05-device16-arenas.txt). A limit set in the environment
+/// (`MALLOC_ARENA_MAX`, or `glibc.malloc.arena_max` in `GLIBC_TUNABLES`) is left to rule.
 fn cap_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none()
+        && !std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc.arena_max"))
+    {
         // SAFETY: mallopt only sets a parameter of the allocator; no thread runs yet.
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, 8);

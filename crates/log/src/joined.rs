@@ -90,11 +90,12 @@ struct Wanted {
     paired: Option<(PairedBy, String)>,
 }
 
-/// A given snapshot file that no printed name claimed, in a report of several runs: its run is
-/// told by time, if at all ([`pair_by_time`]).
+/// A given snapshot file that no printed name claims, in a report of other than one run: its
+/// run is told by time, if at all ([`pair_by_time`]).
 struct Unclaimed {
     path: PathBuf,
-    /// Why it cannot be paired, when that is known before the pairing (it cannot be read).
+    /// Why it is skipped, when that is known: it cannot be read (known before the pairing), or
+    /// its events fall in several runs' spans ([`pair_by_time`]).
     error: Option<String>,
 }
 
@@ -1048,6 +1049,35 @@ mod tests {
         );
         let got: Vec<(usize, bool)> = wanted.iter().map(|w| (w.run, w.found.is_some())).collect();
         assert_eq!(got, [(0, false), (1, true)]);
+    }
+
+    #[test]
+    fn an_unclaimed_file_goes_to_the_run_its_time_names_and_the_rest_are_skipped_in_order() {
+        let mut report = runs(2);
+        let spans = vec![span(0, 100), span(100, 200)];
+        // v: in no run's span; u: in run 1's; w: no times (not in `at`).
+        let at = times(&[("v.pickle", 500, 600), ("u.pickle", 150, 160)]);
+        let unclaimed = vec![given("w.pickle"), given("u.pickle"), given("v.pickle")];
+        let mut wanted = Vec::new();
+        pair_by_time(&mut report, &mut wanted, unclaimed, &at, &spans, &spans);
+        assert_eq!(wanted.len(), 1);
+        assert_eq!(wanted[0].run, 1);
+        assert_eq!(wanted[0].found, Some(PathBuf::from("u.pickle")));
+        assert_eq!(wanted[0].paired.as_ref().unwrap().0, PairedBy::Time);
+        let skipped: Vec<(&str, &str)> = report
+            .skipped
+            .iter()
+            .map(|s| (s.path.as_str(), s.reason.as_str()))
+            .collect();
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
+        assert_eq!(skipped[0].0, "w.pickle");
+        assert!(skipped[0].1.ends_with("its trace holds no times to go by"));
+        assert_eq!(skipped[1].0, "v.pickle");
+        assert!(
+            skipped[1]
+                .1
+                .ends_with("its events fall in no run's time span")
+        );
     }
 
     #[test]
