@@ -272,11 +272,14 @@ impl RankMeasure {
 
 /// Reads each rank's parts; `None` for a rank without a pipeline peak. The steady-state peak
 /// (`training`) is matched to the rank with the highest prints peak (see the module doc).
-/// `config`: the run's config line, for the tokens of a micro-batch and the optimizer.
-pub fn measure(run: &Run, config: Option<&LoggedConfig>) -> Vec<RankMeasure> {
-    let tokens = config
-        .and_then(|c| Settings::from_logged(c).ok())
-        .map(|s| (u64::from(s.sequence_length), s.tokens().round() as u64));
+/// `settings`: the run's, from its config line, for the tokens of a micro-batch; `optimizer`:
+/// the function its config line names.
+pub fn measure(
+    run: &Run,
+    settings: Option<&Settings>,
+    optimizer: Option<&str>,
+) -> Vec<RankMeasure> {
+    let tokens = settings.map(|s| (u64::from(s.sequence_length), s.tokens().round() as u64));
     let mut out: Vec<RankMeasure> = run
         .ranks
         .iter()
@@ -291,7 +294,7 @@ pub fn measure(run: &Run, config: Option<&LoggedConfig>) -> Vec<RankMeasure> {
         // Every rank holds optimizer state from step 2 on; without a checkpoint print it is
         // estimated from the optimizer the config names, on the step lines' rank never more
         // than the steady-state peak leaves for it.
-        let rule = config.and_then(|c| optimizer_rule(c.optimizer.as_deref()));
+        let rule = optimizer_rule(optimizer);
         for (i, m) in out.iter_mut().enumerate() {
             if let (None, Some((factor, from)), Some(weights)) = (m.optimizer.0, rule, m.weights) {
                 let (estimate, room) = (scale(weights, factor), (steady - m.peak()).max(0));
@@ -565,10 +568,9 @@ pub fn predict(m: &RankMeasure, from: &Settings, to: &Settings) -> RankWhatIf {
 /// phases. A negative part (a peak below the parts, on a rank other than the step lines') stays
 /// fixed.
 fn unattributed(m: &RankMeasure, pipeline: &[Component], held: f64) -> Component {
-    let measured: i64 = pipeline.iter().filter_map(|c| c.measured_bytes).sum();
     let predicted: i64 = pipeline.iter().filter_map(|c| c.predicted_bytes).sum();
     let (bytes, rule) = if m.unattributed >= 0 {
-        let step = measured + m.unattributed;
+        let step = m.peak();
         let step_predicted = m.other_static + scale(step - m.other_static, held);
         (
             (step_predicted - predicted).max(0),
@@ -635,8 +637,12 @@ fn settings_of(config: Option<&LoggedConfig>) -> Result<Settings, String> {
         .map_err(|missing| format!("the config line lacks {}", missing.join(", ")))
 }
 
-/// The `--what-if` section of one run.
-pub fn section(run: &Run, config: Option<&LoggedConfig>, changes: &[Change]) -> WhatIfSection {
+/// The `--what-if` section of one run, from its settings and its ranks' parts ([`measure`]).
+pub fn section(
+    settings: &Result<Settings, String>,
+    measures: &[RankMeasure],
+    changes: &[Change],
+) -> WhatIfSection {
     let mut out = WhatIfSection {
         settings: SettingsPair {
             measured: None,
@@ -648,10 +654,10 @@ pub fn section(run: &Run, config: Option<&LoggedConfig>, changes: &[Change]) -> 
         notes: Vec::new(),
         error: None,
     };
-    let from = match settings_of(config) {
-        Ok(s) => s,
+    let from = match settings {
+        Ok(s) => *s,
         Err(e) => {
-            out.error = Some(e);
+            out.error = Some(e.clone());
             return out;
         }
     };
@@ -659,10 +665,7 @@ pub fn section(run: &Run, config: Option<&LoggedConfig>, changes: &[Change]) -> 
     out.settings.measured = Some(from);
     out.settings.predicted = Some(to);
     out.notes = notes_for(&from, &to);
-    out.ranks = measure(run, config)
-        .iter()
-        .map(|m| predict(m, &from, &to))
-        .collect();
+    out.ranks = measures.iter().map(|m| predict(m, &from, &to)).collect();
     if out.ranks.is_empty() {
         out.error = Some("no rank has a pipeline peak to start from".to_owned());
     }
@@ -682,10 +685,12 @@ fn as_measured(m: &RankMeasure) -> RankWhatIf {
     predict(m, &s, &s)
 }
 
-/// What to change on the worst rank, ranked; `None` without a pipeline peak.
-pub fn what_to_change(run: &Run, config: Option<&LoggedConfig>) -> Option<WhatToChange> {
-    let measures = measure(run, config);
-    let settings = settings_of(config);
+/// What to change on the worst rank of a run, from its settings and its ranks' parts
+/// ([`measure`]), ranked; `None` without a pipeline peak.
+pub fn what_to_change(
+    settings: &Result<Settings, String>,
+    measures: &[RankMeasure],
+) -> Option<WhatToChange> {
     let worst = measures.iter().max_by_key(|m| {
         (
             as_measured(m).device.measured_bytes,
@@ -695,7 +700,7 @@ pub fn what_to_change(run: &Run, config: Option<&LoggedConfig>) -> Option<WhatTo
     let now = as_measured(worst);
     let mut actions = Vec::new();
     let mut not_offered = Vec::new();
-    match &settings {
+    match settings {
         Ok(s) => {
             let mut try_change = |action: String, key: Key, value: u32, cost: String| {
                 let to = s.with(&[Change { key, value }]);
@@ -830,9 +835,11 @@ pub fn attach(report: &mut Report, changes: &[Change], known: Option<Vec<Vec<Log
         .map(|n| config_of(report, n, &configs, &inputs))
         .collect();
     for (n, config) in configs.into_iter().enumerate() {
-        let run = &report.runs[n];
-        let what_to_change = what_to_change(run, config.as_ref());
-        let what_if = (!changes.is_empty()).then(|| section(run, config.as_ref(), changes));
+        let settings = settings_of(config.as_ref());
+        let optimizer = config.as_ref().and_then(|c| c.optimizer.as_deref());
+        let measures = measure(&report.runs[n], settings.as_ref().ok(), optimizer);
+        let what_to_change = what_to_change(&settings, &measures);
+        let what_if = (!changes.is_empty()).then(|| section(&settings, &measures, changes));
         let run = &mut report.runs[n];
         run.what_to_change = what_to_change;
         run.what_if = what_if;

@@ -51,16 +51,13 @@ pub fn write(report: &Report, pretty: bool, out: impl io::Write) -> io::Result<(
             // Dropped before the scope waits for the renderer: a write that fails ends it.
             let batches = Batches {
                 next: rx,
-                rendered: RefCell::new(Rendered::default()),
+                rendered: RefCell::new(Vec::new()),
             };
-            let mut run = 0;
             let ahead = report.try_map_ranks(|ranks| {
-                run += 1;
                 Ok::<_, io::Error>(
                     (0..ranks.len())
                         .map(|index| Batched {
                             batches: &batches,
-                            run: run - 1,
                             index,
                         })
                         .collect(),
@@ -79,25 +76,19 @@ pub fn write(report: &Report, pretty: bool, out: impl io::Write) -> io::Result<(
 /// keep every core busy.
 const BATCH: usize = 64;
 
-/// A batch of one run's ranks as raw JSON: the run, its first rank, their JSON.
-#[derive(Default)]
-struct Rendered {
-    run: usize,
-    start: usize,
-    json: Vec<Box<RawValue>>,
-}
+/// A batch of one run's ranks as raw JSON: ranks `k·BATCH..` of the run, for some `k`.
+type Rendered = Vec<Box<RawValue>>;
 
 /// Renders every run's ranks, [`BATCH`] at a time on all cores, in the order the writer takes
 /// them, and hands each batch over; stops when the writer is gone.
 fn render_batches(report: &Report, tx: &mpsc::SyncSender<serde_json::Result<Rendered>>) {
-    for (run, r) in report.runs.iter().enumerate() {
+    for r in &report.runs {
         for start in (0..r.ranks.len()).step_by(BATCH) {
             let end = (start + BATCH).min(r.ranks.len());
             let json = r.ranks[start..end]
                 .par_iter()
                 .map(serde_json::value::to_raw_value)
-                .collect::<serde_json::Result<Vec<_>>>()
-                .map(|json| Rendered { run, start, json });
+                .collect::<serde_json::Result<Vec<_>>>();
             if tx.send(json).is_err() {
                 return;
             }
@@ -112,32 +103,29 @@ struct Batches {
     rendered: RefCell<Rendered>,
 }
 
-/// Rank `index` of run `run`, written as its batch's raw JSON.
+/// Rank `index` of its run, written as its batch's raw JSON. The writer asks for the ranks in
+/// the order they were rendered, so a rank that starts a batch (`index` a multiple of
+/// [`BATCH`], each run's first among them) is the one to take the next batch.
 struct Batched<'a> {
     batches: &'a Batches,
-    run: usize,
     index: usize,
 }
 
 impl Serialize for Batched<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut rendered = self.batches.rendered.borrow_mut();
-        let held = rendered.run == self.run
-            && (rendered.start..rendered.start + rendered.json.len()).contains(&self.index);
-        if !held {
+        if self.index.is_multiple_of(BATCH) {
             // The batch written goes before the next is taken: two are held at a time, this
             // one and the one being rendered.
-            rendered.json = Vec::new();
-            let next = self
+            *rendered = Vec::new();
+            *rendered = self
                 .batches
                 .next
                 .recv()
                 .map_err(|_| serde::ser::Error::custom("the rendering of the ranks stopped"))?
                 .map_err(serde::ser::Error::custom)?;
-            debug_assert_eq!((next.run, next.start), (self.run, self.index));
-            *rendered = next;
         }
-        rendered.json[self.index - rendered.start].serialize(serializer)
+        rendered[self.index % BATCH].serialize(serializer)
     }
 }
 
