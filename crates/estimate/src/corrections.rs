@@ -169,11 +169,7 @@ fn workspace(measured: &mut Measured) -> Option<Correction> {
     // A peak before the first backward holds only the forward's part of the workspace: it
     // is left as measured, as the other prints before the first backward are.
     let peak_corrected = after_backward(&peak);
-    let mut figures = if peak_corrected {
-        vec![PEAK.to_owned()]
-    } else {
-        Vec::new()
-    };
+    let mut figures = Vec::new();
     for (n, print) in measured.pipeline.iter_mut().enumerate() {
         if first_after_backward.is_some_and(|f| n >= f) {
             print.allocated -= bytes;
@@ -181,10 +177,11 @@ fn workspace(measured: &mut Measured) -> Option<Correction> {
             figures.push(print.point.to_string());
         }
     }
-    if before.is_some() && peak_corrected {
-        figures.push(DYNAMIC_AT_PEAK.to_owned());
-    }
     if peak_corrected {
+        figures.insert(0, PEAK.to_owned());
+        if before.is_some() {
+            figures.push(DYNAMIC_AT_PEAK.to_owned());
+        }
         figures.push(NON_PYTORCH.to_owned());
     }
     let from_where = measured

@@ -21,7 +21,7 @@
 //!   estimator failing or timing out) becomes the section's `error`, one line; the rest of the
 //!   report is unchanged and `report` still succeeds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -152,14 +152,7 @@ fn section(
                 };
                 out.ranks.push(RankEstimate {
                     rank: rank.rank,
-                    comparison: compare(
-                        e,
-                        &Measured {
-                            resumed,
-                            ..measured(rank, e.pp_rank)
-                        },
-                        opts.tolerance,
-                    ),
+                    comparison: compare(e, &measured(rank, e.pp_rank, resumed), opts.tolerance),
                 });
             }
         }
@@ -179,8 +172,9 @@ fn profiled_ranks(run: &Run) -> BTreeMap<u32, &RankReport> {
     out
 }
 
-/// What the prints of `rank` measured in its first `step()`, as the plain report has it.
-pub fn measured(rank: &RankReport, pp_rank: u32) -> Measured {
+/// What the prints of `rank` measured in its first `step()`, as the plain report has it;
+/// `resumed`: whether its run's launch loaded a checkpoint (the log's, not the rank's).
+pub fn measured(rank: &RankReport, pp_rank: u32, resumed: bool) -> Measured {
     let end = rank
         .pipeline
         .iter()
@@ -237,8 +231,7 @@ pub fn measured(rank: &RankReport, pp_rank: u32) -> Measured {
         pipeline,
         params_after_setup,
         optimizer_state: rank.checkpoint.as_ref().map(|c| c.optimizer_state),
-        // Whether the run resumed is the log's, not the rank's: set by the caller.
-        resumed: false,
+        resumed,
         saved_tensors,
         cublas_workspace,
         workspace_from: owners.and_then(|o| o.snapshot.clone()),
@@ -249,9 +242,9 @@ pub fn measured(rank: &RankReport, pp_rank: u32) -> Measured {
 #[derive(Default)]
 struct LogFacts {
     configs: Vec<LoggedConfig>,
-    /// Per launch (its config line's index; 0 before any), whether PithTrain's own
-    /// `Load checkpoint: <path>` line follows it.
-    resumed: Vec<bool>,
+    /// The launches (by their config line's index; 0 before any) that PithTrain's own
+    /// `Load checkpoint: <path>` line follows.
+    resumed: BTreeSet<usize>,
     named_tree: Option<PathBuf>,
 }
 
@@ -275,11 +268,7 @@ fn read_logs(report: &Report) -> BTreeMap<String, LogFacts> {
                     facts.configs.push(config);
                 }
                 if text.contains("| Load checkpoint: ") && !text.contains("Elapsed") {
-                    let launch = facts.configs.len().saturating_sub(1);
-                    facts
-                        .resumed
-                        .resize(facts.resumed.len().max(launch + 1), false);
-                    facts.resumed[launch] = true;
+                    facts.resumed.insert(facts.configs.len().saturating_sub(1));
                 }
                 if facts.named_tree.is_none() && text.contains("/pithtrain/") {
                     facts.named_tree = TREE_PATH.captures_iter(&text).find_map(|c| {
@@ -319,11 +308,11 @@ fn logged_config(
 /// without config lines counts its line for its one run.
 fn resumed(report: &Report, n: usize, logs: &BTreeMap<String, LogFacts>) -> bool {
     match launch_of(report, n, logs) {
-        Some((l, k)) => l.resumed.get(k).copied().unwrap_or(false),
+        Some((l, k)) => l.resumed.contains(&k),
         None => report.runs[n]
             .sources
             .iter()
-            .any(|s| logs.get(s).is_some_and(|l| l.resumed.iter().any(|&r| r))),
+            .any(|s| logs.get(s).is_some_and(|l| !l.resumed.is_empty())),
     }
 }
 

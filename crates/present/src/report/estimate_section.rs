@@ -55,11 +55,19 @@ fn fit_line(fit: &EstimatorFit, ours: Option<&RankReport>) -> String {
         gib_unit(fit.capacity_bytes),
         signed_gib_unit(fit.headroom_bytes)
     );
-    let ours = match ours.and_then(|r| Some((r.status?, r.capacity?, r.headroom_bytes?))) {
-        Some((status, capacity, headroom)) => format!(
+    let ours = ours.and_then(|r| {
+        Some((
+            r.status?,
+            r.capacity?,
+            r.headroom_bytes?,
+            r.breakdown.as_ref()?.total,
+        ))
+    });
+    let ours = match ours {
+        Some((status, capacity, headroom, peak)) => format!(
             "memprints: {} at the prints' peak, {} of {} (headroom {})",
             super::doc::fit_word(status),
-            gib_unit(capacity.bytes - headroom),
+            gib_unit(peak),
             gib_unit(capacity.bytes),
             signed_gib_unit(headroom)
         ),

@@ -6,7 +6,7 @@
 //! prediction could be made it adds one warning with the reason. Every predicted figure is
 //! called a prediction.
 
-use crate::numbers::{gib, gib_unit, signed_gib};
+use crate::numbers::{gib, gib_unit, signed_gib, signed_gib_unit};
 use crate::table::Table;
 use memprints_log::schema::Run;
 use memprints_log::whatif::{Action, Settings, WhatIfSection};
@@ -134,11 +134,11 @@ pub fn what_if_section(run: &Run, out: &mut Vec<Block>) {
             r.predicted_status,
         ) {
             out.push(Block::Text(format!(
-                "Predicted device total {} GiB on a GPU of {} GiB: {} (headroom {} GiB).",
-                gib(r.device.predicted_bytes),
-                gib(capacity),
+                "Predicted device total {} on a GPU of {}: {} (headroom {}).",
+                gib_unit(r.device.predicted_bytes),
+                gib_unit(capacity),
                 super::doc::fit_word(status),
-                signed_gib(headroom),
+                signed_gib_unit(headroom),
             )));
         }
         let mut table = Table::new(&[
