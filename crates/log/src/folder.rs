@@ -54,14 +54,13 @@ impl Gathered {
 /// One file folded alone.
 struct FileFold {
     builder: ReportBuilder,
-    launches: bool,
     counts: ScanCounts,
     nuls: NulSkipped,
     configs: Vec<LoggedConfig>,
 }
 
 /// Folds one text file alone (`None` for a binary one) and closes its ranks; reads its config
-/// lines too when it may hold some ([`may_hold_configs`]).
+/// lines too when it may hold some ([`configs_if_any`]).
 fn fold_one(path: &Path, only: &Option<BTreeSet<u32>>) -> io::Result<Option<FileFold>> {
     let (mut steps, mut oom) = (false, false);
     let mut sink = |builder: &mut ReportBuilder, item: Item<'_>| {
@@ -107,14 +106,9 @@ fn fold_one(path: &Path, only: &Option<BTreeSet<u32>>) -> io::Result<Option<File
     if let Some(text) = text {
         SPARE.set(Arc::try_unwrap(text).ok());
     }
-    let configs = if may_hold_configs(launches, steps, oom, ended_badly) {
-        whatif::config_lines(path)
-    } else {
-        Vec::new()
-    };
+    let configs = configs_if_any(path, launches, steps, oom, ended_badly);
     Ok(Some(FileFold {
         builder,
-        launches,
         counts,
         nuls,
         configs,
@@ -168,7 +162,7 @@ pub fn fold_files(
             return Ok(());
         };
         builder
-            .merge(folded.builder, gathered.read.len(), folded.launches)
+            .merge(folded.builder, gathered.read.len())
             .map_err(|_| Stop::Overlap)?;
         builder.count_scan(folded.counts);
         gathered.add(file, &folded.nuls, folded.configs);
@@ -203,26 +197,34 @@ pub fn fold_in_order(
         Ok(())
     };
     let configs_of = |path: &Path, kept: &many::Collected| {
-        if may_hold_configs(
+        configs_if_any(
+            path,
             kept.launches,
             kept.holds_steps(),
             kept.holds_oom(),
             kept.exception.is_some(),
-        ) {
-            whatif::config_lines(path)
-        } else {
-            Vec::new()
-        }
+        )
     };
     many::scan_files(files, configs_of, fold)
 }
 
-/// Whether a log may hold config lines: PithTrain's logger writes them on rank 0 only, where
-/// its launch and step lines go, so the other ranks' logs are not read a second time for them.
-/// A log that ended in an exception or an OOM is, steps or not: a run that died in its first
-/// step logged its config (perhaps past the first 64 KiB) and no step line.
-fn may_hold_configs(launches: bool, steps: bool, oom: bool, exception: bool) -> bool {
-    launches || steps || oom || exception
+/// The config lines of a log that may hold some ([`whatif::config_lines`]): PithTrain's logger
+/// writes them on rank 0 only, where its launch and step lines go, so the other ranks' logs are
+/// not read a second time for them. A log that ended in an exception or an OOM is, steps or
+/// not: a run that died in its first step logged its config (perhaps past the first 64 KiB)
+/// and no step line.
+fn configs_if_any(
+    path: &Path,
+    launches: bool,
+    steps: bool,
+    oom: bool,
+    exception: bool,
+) -> Vec<LoggedConfig> {
+    if launches || steps || oom || exception {
+        whatif::config_lines(path)
+    } else {
+        Vec::new()
+    }
 }
 
 fn read_error(file: &Path, source: io::Error) -> ReportError {

@@ -4,6 +4,17 @@
 
 use std::io::{self, BufRead, Read};
 
+/// gzip's magic bytes.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+/// zstd's magic bytes.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// Whether an input's first bytes are gzip's or zstd's magic: it is read decompressed
+/// ([`decompressed`]).
+pub fn is_compressed(head: &[u8]) -> bool {
+    head.starts_with(&GZIP_MAGIC) || head.starts_with(&ZSTD_MAGIC)
+}
+
 /// The largest zstd window accepted, as a power of two (zstd's own default limit).
 pub const ZSTD_WINDOW_LOG_MAX: u32 = 27;
 
@@ -11,10 +22,10 @@ pub const ZSTD_WINDOW_LOG_MAX: u32 = 27;
 /// window and state, or the window a zstd frame declares (at most
 /// 2^[`ZSTD_WINDOW_LOG_MAX`]); 0 for a plain input.
 pub fn window_bytes(head: &[u8]) -> u64 {
-    if head.starts_with(&[0x1f, 0x8b]) {
+    if head.starts_with(&GZIP_MAGIC) {
         return 64 << 10;
     }
-    if !head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+    if !head.starts_with(&ZSTD_MAGIC) {
         return 0;
     }
     let most = 1u64 << ZSTD_WINDOW_LOG_MAX;
@@ -43,9 +54,9 @@ pub fn window_bytes(head: &[u8]) -> u64 {
 /// Wraps `input` in the decompressor its first bytes call for, or returns it as it is.
 pub fn decompressed<R: BufRead + 'static>(mut input: R) -> io::Result<Box<dyn Read>> {
     let head = input.fill_buf()?;
-    Ok(if head.starts_with(&[0x1f, 0x8b]) {
+    Ok(if head.starts_with(&GZIP_MAGIC) {
         Box::new(flate2::read::MultiGzDecoder::new(input))
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+    } else if head.starts_with(&ZSTD_MAGIC) {
         let mut decoder = zstd::stream::read::Decoder::with_buffer(input)?;
         decoder.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
         Box::new(decoder)

@@ -428,20 +428,15 @@ impl ReportBuilder {
     /// and the prints' side of the memory view (the snapshots are [`joined::attach_snapshots`]'s
     /// job); `inputs` names the inputs by index.
     pub fn finish(mut self, inputs: Vec<String>) -> Report {
-        let map = self.map.take();
+        // Closing a rank reads its last pass in detail, its text and shapes shared with the
+        // ranks closed before through this thread's copies ([`super::intern`]). On this
+        // thread, not on all cores: the parsed reports then reuse the memory the raw prints,
+        // read on this thread, are freed into (glibc keeps a heap per arena, and what one frees
+        // the others do not reuse: 10,000 ranks closed on all cores held 515 MB for 280 MB of
+        // heap), and it is cheap (10,000 ranks: a few tenths of a second). A rank closed by the
+        // worker that folded its file alone is closed already and shares that worker's copies.
+        self.close_ranks();
         for run in &mut self.runs {
-            // Closing a rank reads its last pass in detail, its text and shapes shared with the
-            // ranks closed before through this thread's copies ([`super::intern`]). On this thread, not
-            // on all cores: the parsed reports then reuse the memory the raw prints, read on
-            // this thread, are freed into (glibc keeps a heap per arena, up to 8 arenas shared by
-            // the threads (crates/core/main.rs), and what one frees the others do not reuse: 10,000 ranks closed on all cores held 515 MB for 280 MB
-            // of heap), and it is cheap (10,000 ranks: a few tenths of a second).
-            // A rank closed by the worker that folded its file alone shares that worker's copies.
-            let mut states: Vec<&mut RankState> = run.ranks.values_mut().collect();
-            states.iter_mut().filter(|s| !s.closed).for_each(|state| {
-                state.close(backed(&map));
-                state.settle();
-            });
             for state in run.ranks.values_mut() {
                 for print in &state.unparsed_detail_examples {
                     count_unparsed(&mut self.stats, &mut run.stats, print);

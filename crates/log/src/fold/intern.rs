@@ -9,56 +9,12 @@
 //! of different workers each have their worker's.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-/// A set of shared values, hashed by [`Quick`].
-type Set<T> = HashSet<Arc<T>, BuildHasherDefault<Quick>>;
-
-/// The hash of the sets: every probe and tensor of every rank is looked up, and SipHash (the
-/// default, which resists flooding) cost more than the look-up itself; labels and shapes come
-/// from the logs read, so at worst a forged log makes its own report slow. The multiply-rotate
-/// of rustc's FxHash, a word at a time.
-#[derive(Default, Clone, Copy)]
-struct Quick(u64);
-
-impl Hasher for Quick {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for word in &mut words {
-            self.add(u64::from_le_bytes(word.try_into().expect("8 bytes")));
-        }
-        let rest = words.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last));
-        }
-    }
-
-    fn write_u8(&mut self, n: u8) {
-        self.add(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl Quick {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
+/// A set of shared values. Every probe and tensor of every rank is looked up, and SipHash (the
+/// default, which resists flooding) cost more than the look-up itself: foldhash, as the
+/// snapshot reader uses.
+type Set<T> = foldhash::HashSet<Arc<T>>;
 
 thread_local! {
     /// The calling thread's copies ([`text`], [`shape`]).

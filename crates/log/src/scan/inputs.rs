@@ -50,10 +50,9 @@ pub fn launches(start: &[u8]) -> bool {
     memchr::memmem::find(&start[..start.len().min(LAUNCH_HEAD_BYTES)], LAUNCH_NEEDLE).is_some()
 }
 
-/// Whether a file's first bytes are gzip's or zstd's magic.
-pub fn is_compressed(head: &[u8]) -> bool {
-    head.starts_with(&[0x1f, 0x8b]) || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
-}
+/// Whether a file's first bytes are gzip's or zstd's magic (the snapshot reader's rule, which
+/// [`open`] decompresses by).
+pub use memprints_snapshot::compressed::is_compressed;
 
 /// A file opened by [`open_text_head`]: its reader, whether it launches, its NUL count.
 pub type TextHead = (Box<dyn Read>, bool, NulCount);

@@ -48,21 +48,16 @@ impl ReportBuilder {
     /// Merges `part` (a file folded by a [`Self::for_one_file`] builder, its ranks closed) as
     /// input `index`, the next one; `Err(Overlap)` (and this builder left half merged) when
     /// the file goes on with a rank of the current run (see the module doc).
-    pub fn merge(
-        &mut self,
-        part: ReportBuilder,
-        index: usize,
-        launches: bool,
-    ) -> Result<(), Overlap> {
-        self.source = index;
+    pub fn merge(&mut self, part: ReportBuilder, index: usize) -> Result<(), Overlap> {
         let ReportBuilder { runs, stats, .. } = part;
         let mut runs = runs.into_iter();
         if let Some(mut first) = runs.next() {
             renumber(&mut first, index);
             // Where the file's items go first ([`Self::begin_source_launching`]): a file that
-            // launches begins a run of its own after a run that has a launching file.
+            // launches (its first run is marked so, [`Self::for_one_file`]) begins a run of its
+            // own after a run that has a launching file.
             match self.runs.last_mut() {
-                Some(run) if !(launches && run.launched) => {
+                Some(run) if !(first.launched && run.launched) => {
                     let overlap = first
                         .ranks
                         .ranks()
