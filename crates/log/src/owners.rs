@@ -111,7 +111,8 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
     let pass = rank.pipeline.get(peak.index).map(|e| e.pass);
     let first_pass = rank.pipeline.first().map(|e| e.pass);
     let snapshot_elsewhere = snapshot.is_some() && pass != first_pass;
-    let snapshot = snapshot.filter(|_| !snapshot_elsewhere && b.activations > 0);
+    let nothing_in_flight = snapshot.is_some() && !snapshot_elsewhere && b.activations <= 0;
+    let snapshot = snapshot.filter(|_| !snapshot_elsewhere && !nothing_in_flight);
     // The snapshot's buffers and gradients at its peak, largest first.
     let named: Vec<_> = snapshot
         .map(|s| {
@@ -164,6 +165,8 @@ pub fn owners(rank: &RankReport, snapshot: Option<&SnapshotView>) -> Option<Peak
             if snapshot_elsewhere {
                 "not measured: the snapshot is of the first step and the peak of a later one; \
                  in the activations in flight"
+            } else if nothing_in_flight {
+                "not measured: nothing is in flight at the prints' peak for the snapshot to split"
             } else {
                 "not measured: no print measures them (no snapshot); in the activations in flight"
             },
@@ -409,5 +412,26 @@ mod tests {
             .find(|r| r.owner == "gradients")
             .unwrap();
         assert!(gradients.how.contains("the snapshot is of the first step"));
+    }
+
+    /// With nothing in flight at the prints' peak the snapshot splits nothing, and the
+    /// gradients' row says so rather than that there is no snapshot.
+    #[test]
+    fn a_snapshot_with_nothing_in_flight_to_split_is_not_called_missing() {
+        let (mut rank, snapshot) = rank_and_snapshot(1);
+        rank.breakdown.as_mut().unwrap().activations = 0;
+        let owned = owners(&rank, Some(&snapshot)).unwrap();
+        let gradients = owned
+            .owners
+            .iter()
+            .find(|r| r.owner == "gradients")
+            .unwrap();
+        assert_eq!(gradients.bytes, None);
+        assert!(
+            gradients.how.contains("nothing is in flight"),
+            "{}",
+            gradients.how
+        );
+        assert!(!gradients.how.contains("no snapshot"), "{}", gradients.how);
     }
 }
