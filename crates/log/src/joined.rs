@@ -102,6 +102,18 @@ struct Unclaimed {
 /// Seconds of slack at either end of a run's time span: the log's dates are cut to the second.
 const SLACK_S: i64 = 1;
 
+/// Which runs' time spans hold a snapshot's events ([`pair_by_time`]).
+#[derive(Clone, Copy)]
+enum Held {
+    /// No run's, under either reading of the dates.
+    None,
+    /// One run's, with its span: the same run under both readings, or the only one under the
+    /// one reading where any does.
+    One((usize, Span)),
+    /// Several runs', none of them told.
+    Several,
+}
+
 /// A run's time span in seconds since the epoch, and the log's clock minus the epoch's.
 #[derive(Debug, Clone, Copy)]
 struct Span {
@@ -501,39 +513,39 @@ fn pair_by_time(
     let mut attached: BTreeSet<PathBuf> = BTreeSet::new();
     let mut added = Vec::new();
     for (path, &Times { from, to, rank }) in times {
-        let holding = |spans: &[Option<Span>]| -> Vec<usize> {
-            (0..spans.len())
-                .filter(|&n| spans[n].is_some_and(|s| s.start <= from && to <= s.end))
+        // The runs whose span holds the file's events, under each reading of the dates.
+        let holding = |spans: &[Option<Span>]| -> Vec<(usize, Span)> {
+            let holds = |s: &Span| s.start <= from && to <= s.end;
+            (spans.iter().enumerate())
+                .filter_map(|(n, s)| s.filter(holds).map(|s| (n, s)))
                 .collect()
         };
         let (in_local, in_utc) = (holding(local), holding(utc));
-        // The one run that holds it, and the reading that says so.
-        let holder = match (&in_local[..], &in_utc[..]) {
-            ([a], [b]) if a == b => Some((*a, local)),
-            ([a], []) => Some((*a, local)),
-            ([], [b]) => Some((*b, utc)),
-            _ => None,
+        let held = match (&in_local[..], &in_utc[..]) {
+            ([], []) => Held::None,
+            ([a], [b]) if a.0 == b.0 => Held::One(*a),
+            ([a], []) | ([], [a]) => Held::One(*a),
+            _ => Held::Several,
         };
+        // `run`'s span, under a reading where it holds the file (this machine's zone first).
         let holds = |run: usize| {
-            span(local, run)
-                .filter(|_| in_local.contains(&run))
-                .or_else(|| span(utc, run).filter(|_| in_utc.contains(&run)))
+            (in_local.iter().chain(&in_utc))
+                .find(|(n, _)| *n == run)
+                .map(|&(_, s)| s)
         };
         let several = || {
-            let mut runs: Vec<usize> = in_local.iter().chain(&in_utc).copied().collect();
+            let mut runs: Vec<usize> = in_local.iter().chain(&in_utc).map(|h| h.0).collect();
             runs.sort_unstable();
             runs.dedup();
             let names: Vec<&str> = runs.iter().map(|&n| report.runs[n].name.as_str()).collect();
             names.join(", ")
         };
-        if holder.is_none() && !(in_local.is_empty() && in_utc.is_empty()) {
+        if let Held::Several = held {
             for &n in unclaimed_at.get(path).map_or(&[][..], Vec::as_slice) {
-                unclaimed[n].error = Some(format!(
-                    "a snapshot whose run cannot be told: its name matches no `Memory snapshot \
-                     saved to` line of these logs, and its events fall in the time spans of \
-                     several runs ({})",
+                unclaimed[n].error = Some(untold(&format!(
+                    "its events fall in the time spans of several runs ({})",
                     several()
-                ));
+                )));
             }
         }
         let mut kept = false;
@@ -548,7 +560,6 @@ fn pair_by_time(
                 ));
                 continue;
             };
-            let held_by_none = in_local.is_empty() && in_utc.is_empty();
             if let Some(s) = holds(w.run) {
                 kept = true;
                 w.paired = Some((
@@ -559,55 +570,52 @@ fn pair_by_time(
                         span_text(s)
                     ),
                 ));
-            } else if holder.is_some() || held_by_none {
-                // Another run's snapshot, or no run's: not this one's.
-                let within = match holder {
-                    Some((h, spans)) => {
-                        let s = span(spans, h).expect("a holder has a span");
-                        (
-                            s.offset,
-                            format!(
-                                "within the time span of run {} ({})",
-                                report.runs[h].name,
-                                span_text(s)
-                            ),
-                        )
-                    }
-                    None => (
-                        own.offset,
-                        format!("within no run's time span (this run's: {})", span_text(own)),
-                    ),
-                };
-                w.error = Some(format!(
-                    "{} holds events of {}, {}: not this run's snapshot",
-                    path.display(),
-                    between(from, to, within.0),
-                    within.1
-                ));
-                w.found = None;
-                missing.insert(n, w);
-            } else {
-                kept = true;
-                w.paired = Some((
-                    PairedBy::Name,
-                    format!(
-                        "paired by name: its events ({}) lie within the time spans of several \
-                         runs ({}), none of them told",
-                        between(from, to, own.offset),
-                        several()
-                    ),
-                ));
+                continue;
             }
+            // Another run's snapshot, or no run's: not this one's.
+            let (offset, within) = match held {
+                Held::One((h, s)) => (
+                    s.offset,
+                    format!(
+                        "within the time span of run {} ({})",
+                        report.runs[h].name,
+                        span_text(s)
+                    ),
+                ),
+                Held::None => (
+                    own.offset,
+                    format!("within no run's time span (this run's: {})", span_text(own)),
+                ),
+                Held::Several => {
+                    kept = true;
+                    w.paired = Some((
+                        PairedBy::Name,
+                        format!(
+                            "paired by name: its events ({}) lie within the time spans of \
+                             several runs ({}), none of them told",
+                            between(from, to, own.offset),
+                            several()
+                        ),
+                    ));
+                    continue;
+                }
+            };
+            w.error = Some(format!(
+                "{} holds events of {}, {within}: not this run's snapshot",
+                path.display(),
+                between(from, to, offset),
+            ));
+            w.found = None;
+            missing.insert(n, w);
         }
         if kept {
             attached.insert(path.clone());
             continue;
         }
-        let Some((holder, spans)) = holder else {
+        let Held::One((holder, s)) = held else {
             continue;
         };
         attached.insert(path.clone());
-        let s = span(spans, holder).expect("a holder has a span");
         let paired = Some((
             PairedBy::Time,
             format!(
@@ -649,15 +657,18 @@ fn pair_by_time(
         };
         report.skipped.push(SkippedInput {
             path: u.path.display().to_string(),
-            reason: u.error.unwrap_or_else(|| {
-                format!(
-                    "a snapshot whose run cannot be told: its name matches no `Memory snapshot \
-                     saved to` line of these logs, and {why}"
-                )
-            }),
+            reason: u.error.unwrap_or_else(|| untold(why)),
         });
     }
     wanted.sort_by_key(|w| w.run);
+}
+
+/// Why a given snapshot that no printed name claims is set beside no run: `clause`.
+fn untold(clause: &str) -> String {
+    format!(
+        "a snapshot whose run cannot be told: its name matches no `Memory snapshot saved to` \
+         line of these logs, and {clause}"
+    )
 }
 
 /// A file that one path found for several runs belongs to the last of them.
@@ -1022,16 +1033,10 @@ mod tests {
         // read in UTC (the container's clock that wrote them) in run 0's.
         let mut report = runs(2);
         let mut wanted = vec![by_name(0, "a.pickle")];
+        let at = times(&[("a.pickle", 150, 160)]);
         let local = vec![span(400, 500), span(100, 200)];
         let utc = vec![span(100, 200), span(200, 300)];
-        pair_by_time(
-            &mut report,
-            &mut wanted,
-            Vec::new(),
-            &times(&[("a.pickle", 150, 160)]),
-            &local,
-            &utc,
-        );
+        pair_by_time(&mut report, &mut wanted, Vec::new(), &at, &local, &utc);
         assert_eq!(wanted.len(), 1);
         assert_eq!((wanted[0].run, wanted[0].error.as_deref()), (0, None));
         assert_eq!(wanted[0].found, Some(PathBuf::from("a.pickle")));
@@ -1039,14 +1044,7 @@ mod tests {
         // Held by run 1 in one reading and by none in the other: it moves.
         let mut wanted = vec![by_name(0, "a.pickle")];
         let utc = vec![span(400, 500), span(600, 700)];
-        pair_by_time(
-            &mut report,
-            &mut wanted,
-            Vec::new(),
-            &times(&[("a.pickle", 150, 160)]),
-            &local,
-            &utc,
-        );
+        pair_by_time(&mut report, &mut wanted, Vec::new(), &at, &local, &utc);
         let got: Vec<(usize, bool)> = wanted.iter().map(|w| (w.run, w.found.is_some())).collect();
         assert_eq!(got, [(0, false), (1, true)]);
     }
